@@ -1,0 +1,32 @@
+# doorbell-agent — the two commands: `make demo` and `make test`.
+SHELL := /bin/bash
+SWIFT ?= swift
+CLOUD_BIN := cloud/.build/debug/doorbell-cloud
+
+.PHONY: all deps build build-cloud demo test test-agent test-cloud check-specs clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+build: deps
+	$(SWIFT) build --product doorbell-agent
+	$(SWIFT) build --product agentctl
+
+build-cloud: deps
+	cd cloud && $(SWIFT) build --product doorbell-cloud
+
+# The sim board end to end: recorded press → rtl_433 → agent → HTTPS → reference receiver.
+demo: build build-cloud
+	@scripts/demo.sh
+
+# Every test: unit, property, and integration with real rtl_433, SQLite, HTTPS and processes.
+test: deps build-cloud
+	$(SWIFT) build --build-tests
+	DOORBELL_CLOUD_BIN=$(CURDIR)/$(CLOUD_BIN) $(SWIFT) test --skip-build
+	cd cloud && $(SWIFT) test
+	scripts/check-rtl433-specs.sh
+
+clean:
+	rm -rf .build cloud/.build .work

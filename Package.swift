@@ -1,0 +1,69 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+// The agent: a pure core (frames → events, signing, config), thin shells around C libraries
+// (libcurl, sqlite3) and the OS, and two small executables. No SwiftNIO here on purpose.
+let package = Package(
+    name: "doorbell-agent",
+    products: [
+        .executable(name: "doorbell-agent", targets: ["doorbell-agent"]),
+        .executable(name: "agentctl", targets: ["agentctl"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/LebJe/TOMLKit.git", from: "0.6.0"),
+        .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
+    ],
+    targets: [
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl",
+                       providers: [.apt(["libcurl4-openssl-dev"])]),
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3",
+                       providers: [.apt(["libsqlite3-dev"])]),
+        // libc's Linux-only corners that Glibc's module map leaves out (adjtimex).
+        .systemLibrary(name: "CLinux"),
+        .target(
+            name: "DoorbellCore",
+            dependencies: [
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "TOMLKit", package: "TOMLKit"),
+            ]
+        ),
+        .target(
+            name: "DoorbellRuntime",
+            dependencies: [
+                "DoorbellCore", "CCurl", "CSQLite", "CLinux",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        .executableTarget(
+            name: "doorbell-agent",
+            dependencies: [
+                "DoorbellCore", "DoorbellRuntime",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .executableTarget(
+            name: "agentctl",
+            dependencies: [
+                "DoorbellCore", "DoorbellRuntime",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .testTarget(
+            name: "DoorbellCoreTests",
+            dependencies: [
+                "DoorbellCore",
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ],
+            resources: [.copy("Fixtures")]
+        ),
+        .testTarget(
+            name: "DoorbellRuntimeTests",
+            dependencies: [
+                "DoorbellCore", "DoorbellRuntime",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+    ]
+)

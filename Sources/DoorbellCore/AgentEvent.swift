@@ -1,0 +1,122 @@
+// Events and their wire encoding (docs/protocol.md). The body is built once, when the event
+// enters the outbox, and the exact bytes are what gets signed and sent on every attempt.
+
+public enum EventType: String, Sendable, CaseIterable {
+    case doorbellPressed = "doorbell.pressed"
+    case doorbellHeld = "doorbell.held"
+}
+
+public struct DeviceRef: Sendable, Equatable {
+    public var id: String
+    public var name: String
+    public var radio: String
+    public init(id: String, name: String, radio: String) { self.id = id; self.name = name; self.radio = radio }
+}
+
+public struct AgentEvent: Sendable, Equatable {
+    public var type: EventType
+    public var device: DeviceRef
+    /// Wall-clock time of the first frame, Unix microseconds.
+    public var occurredAtMicros: Int64
+    public var clockSynced: Bool
+    public var test: Bool
+    public var data: JSONValue
+
+    public init(type: EventType, device: DeviceRef, occurredAtMicros: Int64, clockSynced: Bool, test: Bool = false,
+                data: JSONValue = .object([])) {
+        self.type = type
+        self.device = device
+        self.occurredAtMicros = occurredAtMicros
+        self.clockSynced = clockSynced
+        self.test = test
+        self.data = data
+    }
+
+    public func json(id: String, sequence: Int64, gatewayID: String, agentVersion: String) -> JSONValue {
+        .object([
+            ("id", .string(id)),
+            ("sequence", .number(Double(sequence))),
+            ("type", .string(type.rawValue)),
+            ("gateway_id", .string(gatewayID)),
+            ("occurred_at", .string(RFC3339.format(micros: occurredAtMicros))),
+            ("clock_synced", .bool(clockSynced)),
+            ("test", .bool(test)),
+            ("device", .object([("id", .string(device.id)), ("name", .string(device.name)), ("radio", .string(device.radio))])),
+            ("data", data),
+            ("agent", .object([("version", .string(agentVersion))])),
+        ])
+    }
+
+    public func body(id: String, sequence: Int64, gatewayID: String, agentVersion: String) -> [UInt8] {
+        JSONWriter.encode(json(id: id, sequence: sequence, gatewayID: gatewayID, agentVersion: agentVersion))
+    }
+}
+
+public enum RFC3339 {
+    /// "2026-11-22T14:03:07.123456Z". Civil-from-days (Howard Hinnant's algorithm), no Foundation.
+    public static func format(micros: Int64) -> String {
+        let secondsTotal = micros >= 0 ? micros / 1_000_000 : (micros - 999_999) / 1_000_000
+        let frac = micros - secondsTotal * 1_000_000
+        let days = secondsTotal >= 0 ? secondsTotal / 86_400 : (secondsTotal - 86_399) / 86_400
+        let secOfDay = secondsTotal - days * 86_400
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let doe = z - era * 146_097
+        let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let day = doy - (153 * mp + 2) / 5 + 1
+        let month = mp < 10 ? mp + 3 : mp - 9
+        let year = yoe + era * 400 + (month <= 2 ? 1 : 0)
+        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(secOfDay / 3600, 2)):\(pad(secOfDay / 60 % 60, 2)):\(pad(secOfDay % 60, 2)).\(pad(frac, 6))Z"
+    }
+
+    static func pad(_ v: Int64, _ width: Int) -> String {
+        let s = String(v)
+        return s.count >= width ? s : String(repeating: "0", count: width - s.count) + s
+    }
+}
+
+public enum UUIDv7 {
+    /// RFC 9562 version 7: 48-bit Unix milliseconds, version, 12 random bits, variant, 62 random bits.
+    /// Sorts by creation time, which keeps the outbox and receiver logs readable.
+    public static func make(unixMillis: Int64, random: inout some RandomNumberGenerator) -> String {
+        var b = [UInt8](repeating: 0, count: 16)
+        let ms = UInt64(max(0, unixMillis)) & 0xFFFF_FFFF_FFFF
+        for i in 0..<6 { b[i] = UInt8(truncatingIfNeeded: ms >> (40 - 8 * UInt64(i))) }
+        let r1 = random.next() as UInt64
+        let r2 = random.next() as UInt64
+        for i in 6..<8 { b[i] = UInt8(truncatingIfNeeded: r1 >> (8 * UInt64(i))) }
+        for i in 8..<16 { b[i] = UInt8(truncatingIfNeeded: r2 >> (8 * UInt64(i - 8))) }
+        b[6] = 0x70 | (b[6] & 0x0F)
+        b[8] = 0x80 | (b[8] & 0x3F)
+        let hex = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(36)
+        for (i, byte) in b.enumerated() {
+            if i == 4 || i == 6 || i == 8 || i == 10 { out.append(UInt8(ascii: "-")) }
+            out.append(hex[Int(byte >> 4)])
+            out.append(hex[Int(byte & 0x0F)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}
+
+/// Exponential backoff with full jitter (AWS architecture blog): the delay is uniform in
+/// [0, min(cap, initial * 2^attempt)], so a fleet of gateways coming back from an outage
+/// doesn't hit the cloud in lock-step.
+public struct FullJitterBackoff: Sendable, Equatable {
+    public var initialMillis: Int
+    public var capMillis: Int
+    public init(initialMillis: Int, capMillis: Int) { self.initialMillis = initialMillis; self.capMillis = capMillis }
+
+    public func ceiling(attempt: Int) -> Int {
+        let shift = min(max(attempt, 0), 30)
+        let grown = initialMillis.multipliedReportingOverflow(by: 1 << shift)
+        return grown.overflow ? capMillis : min(capMillis, grown.partialValue)
+    }
+
+    public func delay(attempt: Int, random: inout some RandomNumberGenerator) -> Int {
+        Int.random(in: 0...ceiling(attempt: attempt), using: &random)
+    }
+}

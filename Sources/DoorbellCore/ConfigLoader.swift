@@ -1,0 +1,559 @@
+import TOMLKit
+
+// Reads agent.toml strictly: unknown keys, wrong types, missing values and bad values are all
+// reported at once, each with file:line:column where we can find it and what to write instead.
+// Pure: file checks are injected, so tests drive every message without touching the disk.
+
+public struct ConfigIssue: Sendable, Equatable, CustomStringConvertible {
+    public var file: String
+    public var line: Int?
+    public var column: Int?
+    public var key: String
+    public var message: String
+
+    public var description: String {
+        var location = file
+        if let line { location += ":\(line)" }
+        if let column { location += ":\(column)" }
+        return key.isEmpty ? "\(location): \(message)" : "\(location): \(key): \(message)"
+    }
+}
+
+public struct ConfigError: Error, Sendable, CustomStringConvertible {
+    public var issues: [ConfigIssue]
+    public var description: String { issues.map(\.description).joined(separator: "\n") }
+}
+
+/// What the loader may ask about the file system. Paths are already resolved.
+public struct ConfigFileChecks: Sendable {
+    public var isReadableFile: @Sendable (String) -> Bool
+    public init(isReadableFile: @escaping @Sendable (String) -> Bool) { self.isReadableFile = isReadableFile }
+    public static let none = ConfigFileChecks(isReadableFile: { _ in true })
+}
+
+public enum ConfigLoader {
+    public static func parse(text: String, file: String, checks: ConfigFileChecks = .none) throws(ConfigError) -> AgentConfig {
+        let root: TOMLNode
+        do {
+            root = TOMLNode(try TOMLTable(string: text))
+        } catch let error as TOMLParseError {
+            throw ConfigError(issues: [ConfigIssue(
+                file: file, line: error.source.begin.line, column: error.source.begin.column, key: "",
+                message: "not valid TOML: \(error.description). Check quoting (strings need \"double quotes\") and [table] headers.")])
+        } catch {
+            throw ConfigError(issues: [ConfigIssue(file: file, key: "", message: "not valid TOML: \(error)")])
+        }
+        let sink = IssueSink(file: file, locator: SourceLocator(text: text))
+        let baseDir = directory(of: file)
+        let config = readAgent(root, sink: sink, baseDir: baseDir, checks: checks)
+        if let config, sink.issues.isEmpty { return config }
+        throw ConfigError(issues: sink.issues)
+    }
+
+    static func directory(of file: String) -> String {
+        guard let slash = file.lastIndex(of: "/") else { return "." }
+        let dir = String(file[..<slash])
+        return dir.isEmpty ? "/" : dir
+    }
+
+    /// Relative paths in the config are relative to the config file's own folder, so a board
+    /// profile works from wherever it is installed or checked out.
+    static func resolve(_ path: String, baseDir: String) -> String {
+        if path.hasPrefix("/") { return path }
+        return baseDir == "." ? path : baseDir + "/" + path
+    }
+
+    static func readAgent(_ root: TOMLNode, sink: IssueSink, baseDir: String, checks: ConfigFileChecks) -> AgentConfig? {
+        guard case let .table(members) = root else { return nil }
+        let top = TableReader(members, path: [], sink: sink)
+        let gatewayID = top.string("gateway_id", hint: "the name this gateway has in the cloud, e.g. gateway_id = \"gw-0001\"")
+        if let gatewayID, !isIdentifier(gatewayID) {
+            top.report("gateway_id", "must be 1-64 characters of letters, digits, '-', '_' or '.', found \"\(gatewayID)\"")
+        }
+
+        var paths = PathSettings()
+        if let t = top.table("paths") {
+            if let s = t.string("state_dir", required: false) { paths.stateDir = resolve(s, baseDir: baseDir) }
+            if let s = t.string("control_socket", required: false) { paths.controlSocket = resolve(s, baseDir: baseDir) }
+            t.finish()
+        }
+
+        var log = LogSettings()
+        if let t = top.table("log") {
+            if let s = t.string("level", required: false) {
+                if let level = LogLevel(rawValue: s) { log.level = level } else {
+                    t.report("level", "unknown level \"\(s)\"; use one of \(LogLevel.allCases.map(\.rawValue).joined(separator: ", "))")
+                }
+            }
+            t.finish()
+        }
+
+        var button = ButtonTracker.Settings()
+        if let tracker = top.table("tracker") {
+            if let t = tracker.table("button") {
+                if let v = t.int("repeat_gap_ms", in: 20...10_000) { button.repeatGapMicros = Int64(v) * 1000 }
+                if let v = t.int("hold_after_ms", in: 100...60_000) { button.holdAfterMicros = Int64(v) * 1000 }
+                if let v = t.int("cooldown_ms", in: 0...600_000) { button.cooldownMicros = Int64(v) * 1000 }
+                t.finish()
+            }
+            tracker.finish()
+        }
+
+        var rtl433: RTL433Settings?
+        var radios: [String] = []
+        if let radio = top.table("radio") {
+            if let t = radio.table("rtl433") {
+                var r = RTL433Settings()
+                let enabled = t.bool("enabled") ?? true
+                if let s = t.string("binary", required: false) { r.binary = s.contains("/") ? resolve(s, baseDir: baseDir) : s }
+                if let s = t.string("conf_file", required: false) {
+                    let p = resolve(s, baseDir: baseDir)
+                    r.confFile = p
+                    if !checks.isReadableFile(p) {
+                        t.report("conf_file", "cannot read \(p). Point it at the board's rtl_433 decoder file, e.g. conf_file = \"/usr/share/doorbell-agent/board/common/rtl_433-doorbells.conf\"")
+                    }
+                }
+                if let a = t.stringArray("args") {
+                    r.args = a
+                    for bad in ["-F", "-M", "-r", "-w", "-W"] where a.contains(bad) {
+                        t.report("args", "must not contain \(bad): the agent sets output and input options itself (use `replay` for recordings)")
+                    }
+                }
+                if let files = t.stringArray("replay") {
+                    r.replay = files.map { resolve($0, baseDir: baseDir) }
+                    for p in r.replay where !checks.isReadableFile(p) {
+                        t.report("replay", "cannot read recording \(p). Check the path (relative paths start at the config file's folder).")
+                    }
+                }
+                if let v = t.int("restart_initial_ms", in: 100...600_000) { r.restartInitialMs = v }
+                if let v = t.int("restart_max_ms", in: 1_000...3_600_000) { r.restartMaxMs = v }
+                if r.restartMaxMs < r.restartInitialMs {
+                    t.report("restart_max_ms", "must be at least restart_initial_ms (\(r.restartInitialMs))")
+                }
+                t.finish()
+                if enabled { rtl433 = r; radios.append("rtl433") }
+            }
+            radio.finish()
+        }
+
+        var devices: [DeviceConfig] = []
+        for (index, t) in top.tableArray("device").enumerated() {
+            if let device = readDevice(t, index: index, radios: radios) {
+                if devices.contains(where: { $0.id == device.id }) {
+                    t.report("id", "duplicate device id \"\(device.id)\"; every [[device]] needs its own id")
+                }
+                devices.append(device)
+            }
+            t.finish()
+        }
+
+        var uplink: UplinkSettings?
+        if let t = top.table("uplink") {
+            uplink = readUplink(t, baseDir: baseDir, checks: checks)
+            t.finish()
+        }
+
+        top.finish()
+        guard let gatewayID else { return nil }
+        return AgentConfig(gatewayID: gatewayID, paths: paths, log: log, rtl433: rtl433, button: button,
+                           devices: devices, uplink: uplink)
+    }
+
+    static func readDevice(_ t: TableReader, index: Int, radios: [String]) -> DeviceConfig? {
+        let id = t.string("id", hint: "a short stable id used in events, e.g. id = \"front-door\"")
+        if let id, !isIdentifier(id) {
+            t.report("id", "must be 1-64 characters of letters, digits, '-', '_' or '.', found \"\(id)\"")
+        }
+        let name = t.string("name", required: false) ?? id ?? ""
+        var kind = DeviceKind.doorbell
+        if let s = t.string("kind", required: false) {
+            if let k = DeviceKind(rawValue: s) { kind = k } else {
+                t.report("kind", "unknown kind \"\(s)\"; use one of \(DeviceKind.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+        }
+        let radio = t.string("radio", required: false) ?? "rtl433"
+        if radio != "rtl433" {
+            t.report("radio", "unknown radio \"\(radio)\"; this agent knows: rtl433")
+        } else if !radios.contains(radio) {
+            t.report("radio", "device uses radio \"\(radio)\" but [radio.\(radio)] is not configured or is disabled")
+        }
+        var match: RTL433Match?
+        if let m = t.table("match", required: true,
+                           hint: "how to recognise it in rtl_433's output, e.g. match = { code = \"0x91568F\" }") {
+            var fields: [(String, MatchValue)] = []
+            var badValues = false
+            for (key, node) in m.members {
+                guard RTL433Match.allowedKeys.contains(key) else { continue }
+                m.markUsed(key)
+                switch node {
+                case let .int(v): fields.append((key, .integer(v)))
+                case let .string(s):
+                    if key == "code" {
+                        guard let v = parseCode(s) else {
+                            badValues = true
+                            m.report(key, "\"\(s)\" is not a hex code; write the raw button code like code = \"0x91568F\"")
+                            continue
+                        }
+                        fields.append((key, .integer(v)))
+                    } else {
+                        fields.append((key, .text(s)))
+                    }
+                default:
+                    badValues = true
+                    m.report(key, "must be a string or an integer, found \(node.typeName)")
+                }
+            }
+            m.finish()
+            if badValues {
+                // Already reported; a second message about the same line would only distract.
+            } else if fields.isEmpty {
+                t.report("match", "needs at least one of \(RTL433Match.allowedKeys.filter { $0 != "model" }.joined(separator: ", "))")
+            } else if fields.allSatisfy({ $0.0 == "model" }) {
+                t.report("match", "model alone is not enough: rtl_433 mislabels EV1527 doorbells. Add the raw code, e.g. code = \"0x91568F\"")
+            } else {
+                match = RTL433Match(fields: fields)
+            }
+        }
+        guard let id, let match else { return nil }
+        return DeviceConfig(id: id, name: name, kind: kind, radio: radio, match: match)
+    }
+
+    static func readUplink(_ t: TableReader, baseDir: String, checks: ConfigFileChecks) -> UplinkSettings? {
+        let url = t.string("url", hint: "the cloud endpoint, e.g. url = \"https://cloud.example.com/events\"")
+        if let url {
+            if !url.hasPrefix("https://") {
+                t.report("url", "must start with https:// (events are signed, but must also travel encrypted); found \"\(url)\"")
+            } else if url.count <= "https://".count || url.contains(" ") {
+                t.report("url", "is not a valid URL: \"\(url)\"")
+            }
+        }
+        var u = UplinkSettings(url: url ?? "")
+        if let s = t.string("ca_file", required: false) {
+            let p = resolve(s, baseDir: baseDir)
+            u.caFile = p
+            if !checks.isReadableFile(p) {
+                t.report("ca_file", "cannot read CA file \(p). Give the PEM file of the CA that signed the cloud's certificate, or remove ca_file to use the system CAs.")
+            }
+        }
+        if let s = t.string("hmac_secret_file", required: false) {
+            let p = resolve(s, baseDir: baseDir)
+            u.hmacSecretFile = p
+            if !checks.isReadableFile(p) {
+                t.report("hmac_secret_file", "cannot read \(p). It must hold the gateway's whsec_... secret from enrollment.")
+            }
+        }
+        if let b = t.bool("sign_ed25519") { u.signEd25519 = b }
+        if u.hmacSecretFile == nil && !u.signEd25519 {
+            t.report("", "no signing key: set hmac_secret_file or sign_ed25519 = true; the cloud rejects unsigned events")
+        }
+        if let v = t.int("connect_timeout_ms", in: 100...120_000) { u.connectTimeoutMs = v }
+        if let v = t.int("request_timeout_ms", in: 500...600_000) { u.requestTimeoutMs = v }
+        if let v = t.int("retry_initial_ms", in: 10...600_000) { u.retryInitialMs = v }
+        if let v = t.int("retry_max_ms", in: 100...86_400_000) { u.retryMaxMs = v }
+        if u.retryMaxMs < u.retryInitialMs { t.report("retry_max_ms", "must be at least retry_initial_ms (\(u.retryInitialMs))") }
+        return url == nil ? nil : u
+    }
+
+    /// "0x91568F", "91568f" and "9524879"-as-hex all name a code; hex is how codes are printed.
+    public static func parseCode(_ text: String) -> Int64? {
+        var s = Substring(text.trimmingCharacters(in: " "))
+        if s.hasPrefix("0x") || s.hasPrefix("0X") { s = s.dropFirst(2) }
+        guard !s.isEmpty, s.count <= 15 else { return nil }
+        return Int64(s, radix: 16)
+    }
+
+    static func isIdentifier(_ s: String) -> Bool {
+        !s.isEmpty && s.utf8.count <= 64 && s.unicodeScalars.allSatisfy {
+            ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) || "-_.".unicodeScalars.contains($0)
+        }
+    }
+}
+
+extension StringProtocol {
+    func trimmingCharacters(in set: String) -> String {
+        let chars = Set(set)
+        var sub = Substring(self)
+        while let f = sub.first, chars.contains(f) { sub = sub.dropFirst() }
+        while let l = sub.last, chars.contains(l) { sub = sub.dropLast() }
+        return String(sub)
+    }
+}
+
+// MARK: - TOML as a plain value tree
+
+indirect enum TOMLNode {
+    case table([(String, TOMLNode)])
+    case array([TOMLNode])
+    case string(String)
+    case int(Int64)
+    case double(Double)
+    case bool(Bool)
+    case other(String)
+
+    init(_ table: TOMLTable) {
+        var members: [(String, TOMLNode)] = []
+        for key in table.keys {
+            if let value = table[key] { members.append((key, TOMLNode(value))) }
+        }
+        self = .table(members)
+    }
+
+    init(_ value: TOMLValueConvertible) {
+        switch value.type {
+        case .table: self = value.table.map { TOMLNode($0) } ?? .other("table")
+        case .array:
+            var items: [TOMLNode] = []
+            if let array = value.array { for i in 0..<array.count { items.append(TOMLNode(array[i])) } }
+            self = .array(items)
+        case .string: self = .string(value.string ?? "")
+        case .int: self = value.int.map { .int(Int64($0)) } ?? .other("integer")
+        case .double: self = value.double.map { .double($0) } ?? .other("float")
+        case .bool: self = value.bool.map { .bool($0) } ?? .other("boolean")
+        case .date: self = .other("date")
+        case .time: self = .other("time")
+        case .dateTime: self = .other("date-time")
+        }
+    }
+
+    var typeName: String {
+        switch self {
+        case .table: "a table"
+        case .array: "an array"
+        case .string: "a string"
+        case .int: "an integer"
+        case .double: "a float"
+        case .bool: "a boolean"
+        case let .other(name): "a \(name)"
+        }
+    }
+}
+
+// MARK: - Reading tables with key tracking
+
+enum PathComponent: Equatable { case key(String), index(Int) }
+
+final class IssueSink {
+    let file: String
+    let locator: SourceLocator
+    var issues: [ConfigIssue] = []
+    init(file: String, locator: SourceLocator) { self.file = file; self.locator = locator }
+
+    func report(path: [PathComponent], _ message: String) {
+        let pos = locator.locate(path)
+        issues.append(ConfigIssue(file: file, line: pos?.line, column: pos?.column, key: render(path), message: message))
+    }
+
+    func render(_ path: [PathComponent]) -> String {
+        var out = ""
+        for c in path {
+            switch c {
+            case let .key(k): out += out.isEmpty ? k : "." + k
+            case let .index(i): out += "[\(i)]"
+            }
+        }
+        return out
+    }
+}
+
+final class TableReader {
+    let members: [(String, TOMLNode)]
+    let path: [PathComponent]
+    let sink: IssueSink
+    private var used: Set<String> = []
+
+    init(_ members: [(String, TOMLNode)], path: [PathComponent], sink: IssueSink) {
+        self.members = members
+        self.path = path
+        self.sink = sink
+    }
+
+    func markUsed(_ key: String) { used.insert(key) }
+
+    func report(_ key: String, _ message: String) {
+        sink.report(path: key.isEmpty ? path : path + [.key(key)], message)
+    }
+
+    private func value(_ key: String) -> TOMLNode? {
+        used.insert(key)
+        return members.first(where: { $0.0 == key })?.1
+    }
+
+    private func wrongType(_ key: String, _ node: TOMLNode, expected: String, example: String) {
+        report(key, "must be \(expected), found \(node.typeName); e.g. \(key) = \(example)")
+    }
+
+    func string(_ key: String, required: Bool = true, hint: String = "") -> String? {
+        guard let node = value(key) else {
+            if required { report(key, "is required" + (hint.isEmpty ? "" : ": " + hint)) }
+            return nil
+        }
+        guard case let .string(s) = node else { wrongType(key, node, expected: "a string", example: "\"...\""); return nil }
+        if s.isEmpty { report(key, "must not be empty"); return nil }
+        return s
+    }
+
+    func int(_ key: String, in range: ClosedRange<Int>) -> Int? {
+        guard let node = value(key) else { return nil }
+        guard case let .int(v) = node else {
+            wrongType(key, node, expected: "an integer", example: "\(range.lowerBound)")
+            return nil
+        }
+        guard v >= Int64(range.lowerBound), v <= Int64(range.upperBound) else {
+            report(key, "\(v) is out of range; use a value from \(range.lowerBound) to \(range.upperBound)")
+            return nil
+        }
+        return Int(v)
+    }
+
+    func bool(_ key: String) -> Bool? {
+        guard let node = value(key) else { return nil }
+        guard case let .bool(b) = node else { wrongType(key, node, expected: "true or false", example: "true"); return nil }
+        return b
+    }
+
+    func stringArray(_ key: String) -> [String]? {
+        guard let node = value(key) else { return nil }
+        guard case let .array(items) = node else { wrongType(key, node, expected: "an array of strings", example: "[\"...\"]"); return nil }
+        var out: [String] = []
+        for item in items {
+            guard case let .string(s) = item else {
+                report(key, "every element must be a string, found \(item.typeName)")
+                return nil
+            }
+            out.append(s)
+        }
+        return out
+    }
+
+    func table(_ key: String, required: Bool = false, hint: String = "") -> TableReader? {
+        guard let node = value(key) else {
+            if required { report(key, "is required" + (hint.isEmpty ? "" : ": " + hint)) }
+            return nil
+        }
+        guard case let .table(members) = node else {
+            report(key, "must be a table ([\(key)] section or { ... }), found \(node.typeName)")
+            return nil
+        }
+        return TableReader(members, path: path + [.key(key)], sink: sink)
+    }
+
+    func tableArray(_ key: String) -> [TableReader] {
+        guard let node = value(key) else { return [] }
+        guard case let .array(items) = node else {
+            report(key, "must be written as [[\(key)]] sections, found \(node.typeName)")
+            return []
+        }
+        var out: [TableReader] = []
+        for (i, item) in items.enumerated() {
+            guard case let .table(members) = item else {
+                sink.report(path: path + [.key(key), .index(i)], "must be a table, found \(item.typeName)")
+                continue
+            }
+            out.append(TableReader(members, path: path + [.key(key), .index(i)], sink: sink))
+        }
+        return out
+    }
+
+    /// Reports every key nobody asked for, with the closest known key as a suggestion.
+    func finish() {
+        let known = Array(used)
+        for (key, _) in members where !used.contains(key) {
+            var message = "unknown key"
+            if let guess = closest(to: key, in: known) { message += "; did you mean \"\(guess)\"?" }
+            report(key, message)
+        }
+    }
+}
+
+func closest(to word: String, in candidates: [String]) -> String? {
+    var best: (String, Int)?
+    for c in candidates {
+        let d = editDistance(word, c)
+        if d <= max(2, word.count / 3), d < (best?.1 ?? Int.max) { best = (c, d) }
+    }
+    return best?.0
+}
+
+func editDistance(_ a: String, _ b: String) -> Int {
+    let a = Array(a), b = Array(b)
+    if a.isEmpty { return b.count }
+    if b.isEmpty { return a.count }
+    var prev = Array(0...b.count)
+    var cur = [Int](repeating: 0, count: b.count + 1)
+    for i in 1...a.count {
+        cur[0] = i
+        for j in 1...b.count {
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
+        }
+        swap(&prev, &cur)
+    }
+    return prev[b.count]
+}
+
+// MARK: - Finding a key's line in the source text
+
+/// TOMLKit gives positions only for syntax errors, so semantic errors are located by scanning
+/// the text for the table header and the key. Good enough for hand-written configs.
+struct SourceLocator {
+    let lines: [Substring]
+
+    init(text: String) { lines = text.split(separator: "\n", omittingEmptySubsequences: false) }
+
+    func locate(_ path: [PathComponent]) -> (line: Int, column: Int)? {
+        guard !path.isEmpty else { return nil }
+        // Try the full path as "table + key", then shorter prefixes (inline tables, missing keys).
+        var candidate = path
+        while !candidate.isEmpty {
+            if case let .key(key) = candidate.last, let hit = find(table: Array(candidate.dropLast()), key: key) { return hit }
+            if let header = findHeader(candidate) { return header }
+            candidate.removeLast()
+        }
+        return nil
+    }
+
+    private func headerPath(_ line: Substring, counters: inout [String: Int]) -> [PathComponent]? {
+        let t = line.trimmingCharacters(in: " \t")
+        guard t.hasPrefix("[") else { return nil }
+        let isArray = t.hasPrefix("[[")
+        guard let close = t.firstIndex(of: "]") else { return nil }
+        let inner = t[t.index(t.startIndex, offsetBy: isArray ? 2 : 1)..<close]
+        let parts = inner.split(separator: ".").map { String($0).trimmingCharacters(in: " \t\"") }
+        var out: [PathComponent] = []
+        var prefix = ""
+        for (i, part) in parts.enumerated() {
+            prefix += (prefix.isEmpty ? "" : ".") + part
+            out.append(.key(part))
+            if isArray && i == parts.count - 1 {
+                let n = (counters[prefix] ?? -1) + 1
+                counters[prefix] = n
+                out.append(.index(n))
+            } else if let n = counters[prefix] {
+                out.append(.index(n))
+            }
+        }
+        return out
+    }
+
+    private func findHeader(_ target: [PathComponent]) -> (line: Int, column: Int)? {
+        var counters: [String: Int] = [:]
+        for (i, line) in lines.enumerated() {
+            if let h = headerPath(line, counters: &counters), h == target { return (i + 1, 1) }
+        }
+        return nil
+    }
+
+    private func find(table: [PathComponent], key: String) -> (line: Int, column: Int)? {
+        var counters: [String: Int] = [:]
+        var current: [PathComponent] = []
+        for (i, line) in lines.enumerated() {
+            if let h = headerPath(line, counters: &counters) { current = h; continue }
+            guard current == table else { continue }
+            let stripped = line.drop(while: { $0 == " " || $0 == "\t" })
+            let column = line.count - stripped.count + 1
+            guard stripped.hasPrefix(key) else { continue }
+            let rest = stripped.dropFirst(key.count).drop(while: { $0 == " " || $0 == "\t" })
+            if rest.hasPrefix("=") || rest.hasPrefix(".") { return (i + 1, column) }
+        }
+        return nil
+    }
+}

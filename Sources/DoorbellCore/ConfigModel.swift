@@ -1,0 +1,142 @@
+// The validated configuration. Everything here has passed ConfigLoader's checks, so the
+// shells can use it without re-checking.
+
+public struct AgentConfig: Sendable, Equatable {
+    public var gatewayID: String
+    public var paths: PathSettings
+    public var log: LogSettings
+    public var rtl433: RTL433Settings?
+    public var button: ButtonTracker.Settings
+    public var devices: [DeviceConfig]
+    public var uplink: UplinkSettings?
+
+    public init(gatewayID: String, paths: PathSettings = PathSettings(), log: LogSettings = LogSettings(),
+                rtl433: RTL433Settings? = nil, button: ButtonTracker.Settings = ButtonTracker.Settings(),
+                devices: [DeviceConfig] = [], uplink: UplinkSettings? = nil) {
+        self.gatewayID = gatewayID
+        self.paths = paths
+        self.log = log
+        self.rtl433 = rtl433
+        self.button = button
+        self.devices = devices
+        self.uplink = uplink
+    }
+}
+
+public struct PathSettings: Sendable, Equatable {
+    public static let defaultStateDir = "/var/lib/doorbell-agent"
+    public static let defaultControlSocket = "/run/doorbell-agent/control.sock"
+    public var stateDir: String = PathSettings.defaultStateDir
+    public var controlSocket: String = PathSettings.defaultControlSocket
+    public init(stateDir: String = PathSettings.defaultStateDir, controlSocket: String = PathSettings.defaultControlSocket) {
+        self.stateDir = stateDir
+        self.controlSocket = controlSocket
+    }
+    public var outboxPath: String { stateDir + "/outbox.sqlite" }
+    public var deviceKeyPath: String { stateDir + "/device.key" }
+}
+
+public enum LogLevel: String, Sendable, CaseIterable, Comparable {
+    case debug, info, notice, warning, error
+    public var syslogPriority: Int {
+        switch self { case .debug: 7; case .info: 6; case .notice: 5; case .warning: 4; case .error: 3 }
+    }
+    public static func < (a: LogLevel, b: LogLevel) -> Bool { a.syslogPriority > b.syslogPriority }
+}
+
+public struct LogSettings: Sendable, Equatable {
+    public var level: LogLevel = .info
+    public init(level: LogLevel = .info) { self.level = level }
+}
+
+public struct RTL433Settings: Sendable, Equatable {
+    /// Program to run; looked up in PATH when it has no slash.
+    public var binary: String = "rtl_433"
+    /// rtl_433 config file with the board's decoders (`-c`), resolved against the agent config's folder.
+    public var confFile: String?
+    /// Extra arguments (device selection `-d`, frequency `-f`, gain `-g`, decoders `-R`/`-X`).
+    public var args: [String] = []
+    /// Recordings to play instead of a live SDR (`-r FILE` each): the simulated board.
+    public var replay: [String] = []
+    public var restartInitialMs: Int = 1_000
+    public var restartMaxMs: Int = 60_000
+
+    public init(binary: String = "rtl_433", confFile: String? = nil, args: [String] = [], replay: [String] = [],
+                restartInitialMs: Int = 1_000, restartMaxMs: Int = 60_000) {
+        self.binary = binary
+        self.confFile = confFile
+        self.args = args
+        self.replay = replay
+        self.restartInitialMs = restartInitialMs
+        self.restartMaxMs = restartMaxMs
+    }
+
+    /// The full argv after the program name. Output options come first so a board's `args` can't
+    /// switch JSON off by accident; the agent parses nothing else.
+    public var arguments: [String] {
+        var argv = ["-F", "json", "-M", "time:unix:usec", "-M", "level"]
+        if let confFile { argv += ["-c", confFile] }
+        argv += args
+        for file in replay { argv += ["-r", file] }
+        return argv
+    }
+}
+
+/// How a configured device is recognised in rtl_433's output. Every key given must match the
+/// message field of the same name; `model` alone is never enough (rtl_433 mislabels EV1527 bells).
+public struct RTL433Match: Sendable, Equatable {
+    public var fields: [(String, MatchValue)]
+    public init(fields: [(String, MatchValue)]) { self.fields = fields }
+    public static func == (a: RTL433Match, b: RTL433Match) -> Bool {
+        a.fields.count == b.fields.count && zip(a.fields, b.fields).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }
+    }
+    public static let allowedKeys = ["code", "id", "unit", "channel", "button", "cmd", "data", "model"]
+}
+
+public enum MatchValue: Sendable, Equatable {
+    case integer(Int64)
+    case text(String)
+}
+
+public enum DeviceKind: String, Sendable, CaseIterable {
+    case doorbell
+}
+
+public struct DeviceConfig: Sendable, Equatable {
+    public var id: String
+    public var name: String
+    public var kind: DeviceKind
+    public var radio: String
+    public var match: RTL433Match
+    public init(id: String, name: String, kind: DeviceKind = .doorbell, radio: String = "rtl433", match: RTL433Match) {
+        self.id = id
+        self.name = name
+        self.kind = kind
+        self.radio = radio
+        self.match = match
+    }
+}
+
+public struct UplinkSettings: Sendable, Equatable {
+    public var url: String
+    public var caFile: String?
+    public var hmacSecretFile: String?
+    public var signEd25519: Bool = true
+    public var connectTimeoutMs: Int = 5_000
+    public var requestTimeoutMs: Int = 15_000
+    public var retryInitialMs: Int = 1_000
+    public var retryMaxMs: Int = 300_000
+
+    public init(url: String, caFile: String? = nil, hmacSecretFile: String? = nil, signEd25519: Bool = true,
+                connectTimeoutMs: Int = 5_000, requestTimeoutMs: Int = 15_000,
+                retryInitialMs: Int = 1_000, retryMaxMs: Int = 300_000) {
+        self.url = url
+        self.caFile = caFile
+        self.hmacSecretFile = hmacSecretFile
+        self.signEd25519 = signEd25519
+        self.connectTimeoutMs = connectTimeoutMs
+        self.requestTimeoutMs = requestTimeoutMs
+        self.retryInitialMs = retryInitialMs
+        self.retryMaxMs = retryMaxMs
+    }
+}

@@ -1,0 +1,116 @@
+// rtl_433 lines → events: decode, match a configured device, track presses.
+// Pure: the caller passes receive times and clock state with every line.
+
+public struct ReceiveTime: Sendable, Equatable {
+    /// Monotonic microseconds: what the tracker measures gaps with.
+    public var monoMicros: Int64
+    /// Wall-clock Unix microseconds: what the event reports.
+    public var wallMicros: Int64
+    public var clockSynced: Bool
+    public init(monoMicros: Int64, wallMicros: Int64, clockSynced: Bool) {
+        self.monoMicros = monoMicros
+        self.wallMicros = wallMicros
+        self.clockSynced = clockSynced
+    }
+}
+
+public struct UnknownTransmitter: Sendable, Equatable {
+    public var identity: String
+    public var model: String
+    public var frames: Int
+    public var lastSeenWallMicros: Int64
+}
+
+public struct RFPipeline: Sendable {
+    public struct Counters: Sendable, Equatable {
+        public var lines = 0
+        public var frames = 0
+        public var malformed = 0
+        public var notMessages = 0
+        public var unmatchedFrames = 0
+    }
+
+    public let radio: String
+    /// nil: every decoded transmitter counts as a device (replay without a config, learning).
+    public let directory: DeviceDirectory?
+    public private(set) var tracker: ButtonTracker
+    public private(set) var counters = Counters()
+    public private(set) var lastMalformed: String?
+    public private(set) var unknown: [String: UnknownTransmitter] = [:]
+    /// The frame that started the current press of each device, for the event's details.
+    private var pressFrames: [String: RFFrame] = [:]
+
+    public static let maxUnknownTracked = 64
+
+    public init(radio: String = "rtl433", directory: DeviceDirectory?, settings: ButtonTracker.Settings) {
+        self.radio = radio
+        self.directory = directory
+        self.tracker = ButtonTracker(settings: settings)
+    }
+
+    public mutating func handle(line: some StringProtocol, at time: ReceiveTime) -> [AgentEvent] {
+        counters.lines += 1
+        switch RTL433Decoder.decode(line: line) {
+        case let .malformed(reason):
+            counters.malformed += 1
+            lastMalformed = reason
+            return []
+        case .notAMessage:
+            counters.notMessages += 1
+            return []
+        case let .frame(frame):
+            return handle(frame: frame, at: time)
+        }
+    }
+
+    public mutating func handle(frame: RFFrame, at time: ReceiveTime) -> [AgentEvent] {
+        counters.frames += 1
+        let device: DeviceRef
+        if let directory {
+            guard let config = directory.match(frame, radio: radio) else {
+                counters.unmatchedFrames += 1
+                noteUnknown(frame, at: time)
+                return []
+            }
+            device = DeviceRef(id: config.id, name: config.name, radio: radio)
+        } else {
+            device = DeviceRef(id: frame.identity, name: frame.model, radio: radio)
+        }
+        guard let output = tracker.observe(device: device.id, at: time.monoMicros) else { return [] }
+        switch output {
+        case let .pressed(_, _, suppressed):
+            pressFrames[device.id] = frame
+            return [AgentEvent(type: .doorbellPressed, device: device, occurredAtMicros: time.wallMicros,
+                               clockSynced: time.clockSynced, data: details(frame, extra: [("suppressed", .number(Double(suppressed)))]))]
+        case let .held(_, at, startedAt):
+            let first = pressFrames[device.id] ?? frame
+            return [AgentEvent(type: .doorbellHeld, device: device, occurredAtMicros: time.wallMicros,
+                               clockSynced: time.clockSynced,
+                               data: details(first, extra: [("held_ms", .number(Double((at - startedAt) / 1000)))]))]
+        }
+    }
+
+    private func details(_ frame: RFFrame, extra: [(String, JSONValue)]) -> JSONValue {
+        var members: [(String, JSONValue)] = []
+        if let code = frame.code { members.append(("code", .string(code))) }
+        members.append(("identity", .string(frame.identity)))
+        members.append(("model", .string(frame.model)))
+        if let rssi = frame.rssi { members.append(("rssi_db", .number(rssi))) }
+        return .object(members + extra)
+    }
+
+    private mutating func noteUnknown(_ frame: RFFrame, at time: ReceiveTime) {
+        if var u = unknown[frame.identity] {
+            u.frames += 1
+            u.lastSeenWallMicros = time.wallMicros
+            unknown[frame.identity] = u
+            return
+        }
+        if unknown.count >= Self.maxUnknownTracked,
+           let oldest = unknown.min(by: { $0.value.lastSeenWallMicros < $1.value.lastSeenWallMicros })?.key {
+            unknown.removeValue(forKey: oldest)
+        }
+        unknown[frame.identity] = UnknownTransmitter(identity: frame.identity, model: frame.model, frames: 1,
+                                                     lastSeenWallMicros: time.wallMicros)
+    }
+}

@@ -1,0 +1,247 @@
+import Crypto
+import DoorbellCore
+import Glibc
+
+// The daemon: wires radios → pipeline → outbox → uplink, serves the control socket, and runs
+// until SIGTERM/SIGINT. Everything that can fail at start fails here with a sysexits code.
+
+public struct AgentStartError: Error, Sendable, CustomStringConvertible {
+    public let description: String
+    /// sysexits.h: 73 EX_CANTCREAT, 74 EX_IOERR, 78 EX_CONFIG.
+    public let exitCode: Int32
+}
+
+struct AgentCounters: Sendable {
+    var eventsByType: [String: Int] = [:]
+    var outboxError: String?
+    var lastEvent: String?
+}
+
+public final class Agent: @unchecked Sendable {
+    public let config: AgentConfig
+    let log: Logger
+    let outbox: Outbox
+    let deviceKey: Curve25519.Signing.PrivateKey
+    let pipeline: Locked<RFPipeline>
+    let counters = Locked(AgentCounters())
+    let startedMono = Clocks.monotonicMicros()
+    var radio: RTL433Radio?
+    var deliverer: Deliverer?
+    var control: ControlServer?
+    private var rng = Locked(SystemRandomNumberGenerator())
+
+    public init(config: AgentConfig, log: Logger) throws(AgentStartError) {
+        self.config = config
+        self.log = log
+        try Self.prepareStateDir(config.paths.stateDir)
+        do {
+            outbox = try Outbox(path: config.paths.outboxPath)
+        } catch {
+            throw AgentStartError(description: error.description, exitCode: 74)
+        }
+        do {
+            deviceKey = try DeviceKeyStore.loadOrCreate(path: config.paths.deviceKeyPath, log: log)
+        } catch {
+            throw AgentStartError(description: error.description, exitCode: 73)
+        }
+        pipeline = Locked(RFPipeline(radio: "rtl433", directory: DeviceDirectory(devices: config.devices), settings: config.button))
+    }
+
+    public static func prepareStateDir(_ dir: String) throws(AgentStartError) {
+        var st = stat()
+        if stat(dir, &st) != 0 {
+            guard mkdir(dir, 0o700) == 0 || errno == EEXIST else {
+                throw AgentStartError(description: "cannot create state directory \(dir): \(errnoText()). Create it for the doorbell-agent user (StateDirectory= in the unit does this).", exitCode: 73)
+            }
+        } else if (st.st_mode & S_IFMT) != S_IFDIR {
+            throw AgentStartError(description: "state directory \(dir) is not a directory", exitCode: 73)
+        }
+        guard access(dir, W_OK) == 0 else {
+            throw AgentStartError(description: "state directory \(dir) is not writable: \(errnoText()). It must belong to the doorbell-agent user.", exitCode: 73)
+        }
+    }
+
+    /// Starts every part. The control socket first, so an installer can ask what is wrong.
+    public func start() throws(AgentStartError) {
+        let control = ControlServer(path: config.paths.controlSocket, log: log) { [unowned self] request in
+            handleControl(request)
+        }
+        do { try control.start() } catch { throw AgentStartError(description: error.description, exitCode: 73) }
+        self.control = control
+
+        if let uplink = config.uplink {
+            var secret: WebhookSecret?
+            if let file = uplink.hmacSecretFile {
+                guard let bytes = readFile(file, maxBytes: 4096) else {
+                    throw AgentStartError(description: "cannot read uplink.hmac_secret_file \(file): \(errnoText())", exitCode: 78)
+                }
+                do { secret = try WebhookSecret(parsing: String(decoding: bytes, as: UTF8.self)) } catch {
+                    throw AgentStartError(description: "uplink.hmac_secret_file \(file): \(error.description)", exitCode: 78)
+                }
+            }
+            let signer = WebhookSigner(hmacSecret: secret, deviceKey: uplink.signEd25519 ? deviceKey : nil)
+            let d = Deliverer(settings: uplink, gatewayID: config.gatewayID, signer: signer, outbox: outbox, log: log)
+            d.start()
+            deliverer = d
+        } else {
+            log.warning("uplink.not_configured", [("hint", "events stay in the outbox until [uplink] is set")])
+        }
+
+        if let settings = config.rtl433 {
+            let r = RTL433Radio(settings: settings, log: log) { [unowned self] line in ingest(line: line) }
+            r.start()
+            radio = r
+        }
+        log.notice("agent.started", [("gateway", config.gatewayID), ("version", AgentVersion.current),
+                                     ("devices", String(config.devices.count)), ("control", config.paths.controlSocket)])
+    }
+
+    /// One rtl_433 line from the radio thread.
+    func ingest(line: String) {
+        let time = ReceiveTime(monoMicros: Clocks.monotonicMicros(), wallMicros: Clocks.wallMicros(),
+                               clockSynced: Clocks.isWallClockSynchronized())
+        let (events, malformed) = pipeline.withLock { p -> ([AgentEvent], String?) in
+            let before = p.counters.malformed
+            let events = p.handle(line: line, at: time)
+            return (events, p.counters.malformed > before ? p.lastMalformed : nil)
+        }
+        if let malformed {
+            log.warning("rtl433.bad_line", [("error", malformed), ("line", String(line.prefix(200)))])
+        }
+        for event in events { accept(event) }
+    }
+
+    /// Makes an event durable (one transaction, one fsync) and wakes the uplink.
+    func accept(_ event: AgentEvent) {
+        let wallMillis = Clocks.wallMicros() / 1000
+        let id = rng.withLock { UUIDv7.make(unixMillis: wallMillis, random: &$0) }
+        let gateway = config.gatewayID
+        do {
+            let entry = try outbox.append(id: id, type: event.type.rawValue, createdAtMs: wallMillis) { sequence in
+                event.body(id: id, sequence: sequence, gatewayID: gateway, agentVersion: AgentVersion.current)
+            }
+            counters.withLock {
+                $0.eventsByType[event.type.rawValue, default: 0] += 1
+                $0.outboxError = nil
+                $0.lastEvent = "\(event.type.rawValue) \(event.device.id)"
+            }
+            log.notice("event.created", [("event.id", id), ("sequence", String(entry.sequence)), ("type", event.type.rawValue),
+                                         ("device", event.device.id)])
+            deliverer?.notify()
+        } catch {
+            counters.withLock { $0.outboxError = error.description }
+            log.error("outbox.append_failed", [("type", event.type.rawValue), ("device", event.device.id), ("error", error.description)])
+        }
+    }
+
+    /// Stops radios first (no new events), then lets the uplink finish its request, then closes
+    /// the database.
+    public func stop(uplinkGraceMicros: Int64 = 5_000_000) {
+        log.notice("agent.stopping", [])
+        radio?.stop()
+        deliverer?.stop(graceMicros: uplinkGraceMicros)
+        control?.stop()
+        outbox.close()
+        log.notice("agent.stopped", [])
+    }
+
+    // MARK: - Control
+
+    func handleControl(_ request: JSONValue) -> JSONValue {
+        switch request["command"]?.stringValue {
+        case "status": return .object([("ok", .bool(true)), ("status", statusJSON())])
+        case "pubkey":
+            return .object([("ok", .bool(true)), ("public_key", .string(DeviceKeyStore.publicKeyBase64(deviceKey.publicKey))),
+                            ("key_id", .string(DeviceKey.keyID(deviceKey.publicKey))), ("algorithm", .string("ed25519"))])
+        case "version": return .object([("ok", .bool(true)), ("version", .string(AgentVersion.current))])
+        case let other:
+            return .object([("ok", .bool(false)), ("error", .string("unknown command \(other.map { "\"\($0)\"" } ?? "(none)"); known: status, pubkey, version"))])
+        }
+    }
+
+    public func statusJSON() -> JSONValue {
+        let now = Clocks.wallMicros()
+        var problems: [String] = []
+        let p = pipeline.snapshot
+        let c = counters.snapshot
+
+        var radios: [JSONValue] = []
+        if let radio {
+            let r = radio.status.snapshot
+            if r.state == .missing || r.state == .restarting { problems.append("radio rtl433 \(r.state.rawValue): \(r.lastError ?? "")") }
+            radios.append(.object([
+                ("name", .string(r.name)), ("state", .string(r.state.rawValue)), ("lines", .number(Double(r.lines))),
+                ("frames", .number(Double(p.counters.frames))), ("malformed", .number(Double(p.counters.malformed))),
+                ("unmatched_frames", .number(Double(p.counters.unmatchedFrames))),
+                ("restarts", .number(Double(r.restarts))), ("last_error", r.lastError.map(JSONValue.string) ?? .null),
+            ]))
+        }
+
+        var outboxJSON: [(String, JSONValue)] = []
+        do {
+            let s = try outbox.stats()
+            outboxJSON = [("depth", .number(Double(s.depth))), ("last_sequence", .number(Double(s.lastSequence))),
+                          ("oldest_age_s", s.oldestCreatedAtMs.map { .number(Double(max(0, now / 1000 - $0) / 1000)) } ?? .null)]
+        } catch {
+            problems.append("outbox: \(error.description)")
+            outboxJSON = [("error", .string(error.description))]
+        }
+        if let e = c.outboxError { problems.append("outbox: \(e)"); outboxJSON.append(("last_error", .string(e))) }
+
+        var uplinkJSON: JSONValue = .null
+        if let deliverer {
+            let u = deliverer.status.snapshot
+            func time(_ t: Int64?) -> JSONValue { t.map { .string(RFC3339.format(micros: $0)) } ?? .null }
+            if let err = u.lastErrorWallMicros, err > (u.lastSuccessWallMicros ?? 0) { problems.append("uplink: \(u.lastError ?? "")") }
+            uplinkJSON = .object([
+                ("url", .string(u.url)), ("delivered", .number(Double(u.delivered))), ("failed_attempts", .number(Double(u.failedAttempts))),
+                ("last_success", time(u.lastSuccessWallMicros)), ("last_error", u.lastError.map(JSONValue.string) ?? .null),
+                ("last_error_at", time(u.lastErrorWallMicros)),
+            ])
+        }
+
+        let unknown = p.unknown.values.sorted { $0.frames > $1.frames }.prefix(10).map { u -> JSONValue in
+            .object([("identity", .string(u.identity)), ("model", .string(u.model)), ("frames", .number(Double(u.frames))),
+                     ("last_seen", .string(RFC3339.format(micros: u.lastSeenWallMicros)))])
+        }
+        let events = EventType.allCases.map { ($0.rawValue, JSONValue.number(Double(c.eventsByType[$0.rawValue] ?? 0))) }
+        let synced = Clocks.isWallClockSynchronized()
+        return .object([
+            ("version", .string(AgentVersion.current)),
+            ("gateway_id", .string(config.gatewayID)),
+            ("pid", .number(Double(getpid()))),
+            ("uptime_s", .number(Double((Clocks.monotonicMicros() - startedMono) / 1_000_000))),
+            ("health", .string(problems.isEmpty ? "ok" : "degraded")),
+            ("problems", .array(problems.map(JSONValue.string))),
+            ("clock", .object([("synchronized", .bool(synced)), ("now", .string(RFC3339.format(micros: now)))])),
+            ("radios", .array(radios)),
+            ("events", .object(events)),
+            ("presses", .object([("forwarded", .number(Double(p.tracker.counters.forwarded))),
+                                 ("suppressed", .number(Double(p.tracker.counters.suppressed)))])),
+            ("unknown_transmitters", .array(Array(unknown))),
+            ("outbox", .object(outboxJSON)),
+            ("uplink", uplinkJSON),
+        ])
+    }
+}
+
+/// Blocks the stop signals in every thread (call first thing in main) and waits for one.
+public enum StopSignals {
+    public static func block() {
+        var set = sigset_t()
+        sigemptyset(&set)
+        for s in [SIGTERM, SIGINT, SIGHUP] { sigaddset(&set, s) }
+        pthread_sigmask(SIG_BLOCK, &set, nil)
+        signal(SIGPIPE, SIG_IGN)
+    }
+
+    /// Returns the signal that arrived. SIGHUP is returned too (config reload comes later).
+    public static func wait() -> Int32 {
+        var set = sigset_t()
+        sigemptyset(&set)
+        for s in [SIGTERM, SIGINT, SIGHUP] { sigaddset(&set, s) }
+        var sig: Int32 = 0
+        while sigwait(&set, &sig) != 0 {}
+        return sig
+    }
+}

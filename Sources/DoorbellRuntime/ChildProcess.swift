@@ -1,0 +1,121 @@
+import Glibc
+
+// A child with its stdout and stderr on pipes (rtl_433 today; chime programs later).
+// Signals the daemon blocks for sigwait are unblocked in the child, so SIGTERM reaches it.
+
+public struct SpawnError: Error, Sendable, CustomStringConvertible {
+    public let program: String
+    public let code: Int32
+    public var description: String {
+        if code == ENOENT {
+            return "\(program): program not found. Install it (for rtl_433: apt-get install rtl-433) or give its full path in the config."
+        }
+        if code == EACCES { return "\(program): permission denied; check that it is executable by the doorbell-agent user." }
+        return "\(program): cannot start: \(errnoText(code))"
+    }
+}
+
+public final class ChildProcess: @unchecked Sendable {
+    public let pid: pid_t
+    public let stdoutFD: Int32
+    public let stderrFD: Int32
+
+    public init(program: String, arguments: [String]) throws(SpawnError) {
+        var outPipe: [Int32] = [-1, -1]
+        var errPipe: [Int32] = [-1, -1]
+        guard pipe(&outPipe) == 0 else { throw SpawnError(program: program, code: errno) }
+        guard pipe(&errPipe) == 0 else {
+            let e = errno
+            close(outPipe[0]); close(outPipe[1])
+            throw SpawnError(program: program, code: e)
+        }
+        (outPipe + errPipe).forEach { setCloseOnExec($0) }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, outPipe[1], 1)
+        posix_spawn_file_actions_adddup2(&actions, errPipe[1], 2)
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+
+        var attr = posix_spawnattr_t()
+        posix_spawnattr_init(&attr)
+        defer { posix_spawnattr_destroy(&attr) }
+        var noSignals = sigset_t()
+        sigemptyset(&noSignals)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for s in [SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGCHLD] { sigaddset(&defaults, s) }
+        posix_spawnattr_setsigmask(&attr, &noSignals)
+        posix_spawnattr_setsigdefault(&attr, &defaults)
+        posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+
+        let argv = ([program] + arguments).map { strdup($0) }
+        defer { argv.forEach { free($0) } }
+        var cArgv = argv + [nil]
+        var child: pid_t = 0
+        let rc = cArgv.withUnsafeMutableBufferPointer { buf in
+            posix_spawnp(&child, program, &actions, &attr, buf.baseAddress!, environ)
+        }
+        close(outPipe[1])
+        close(errPipe[1])
+        guard rc == 0 else {
+            close(outPipe[0]); close(errPipe[0])
+            throw SpawnError(program: program, code: rc)
+        }
+        pid = child
+        stdoutFD = outPipe[0]
+        stderrFD = errPipe[0]
+    }
+
+    public func terminate() { kill(pid, SIGTERM) }
+
+    /// Reaps the child; returns a readable exit description. The pipes belong to their readers,
+    /// which close them at EOF.
+    public func wait() -> (code: Int32, description: String) {
+        var status: Int32 = 0
+        _ = retryingEINTR { waitpid(pid, &status, 0) }
+        let termsig = status & 0x7f
+        if termsig == 0 {
+            let code = (status >> 8) & 0xff
+            return (code, "exited with status \(code)")
+        }
+        return (128 + termsig, "killed by signal \(termsig)")
+    }
+}
+
+/// Splits a byte stream into lines; a line longer than `maxLine` is cut and flagged rather than
+/// growing memory without bound (a wedged child printing without newlines).
+public struct LineSplitter {
+    public let maxLine: Int
+    private var buffer: [UInt8] = []
+    public init(maxLine: Int = 64 * 1024) { self.maxLine = maxLine }
+
+    public mutating func feed(_ bytes: UnsafeRawBufferPointer, _ emit: (String) -> Void) {
+        for b in bytes {
+            if b == 0x0A {
+                emit(String(decoding: buffer, as: UTF8.self))
+                buffer.removeAll(keepingCapacity: true)
+            } else if buffer.count < maxLine {
+                buffer.append(b)
+            }
+        }
+    }
+
+    public mutating func finish(_ emit: (String) -> Void) {
+        if !buffer.isEmpty { emit(String(decoding: buffer, as: UTF8.self)) }
+        buffer.removeAll()
+    }
+}
+
+/// Reads `fd` until EOF, calling `onLine` per line, then closes it. Blocks in read(2): no polling.
+public func readLines(fd: Int32, _ onLine: (String) -> Void) {
+    defer { close(fd) }
+    var splitter = LineSplitter()
+    var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+    while true {
+        let n = chunk.withUnsafeMutableBytes { buf in retryingEINTR { read(fd, buf.baseAddress, buf.count) } }
+        if n <= 0 { break }
+        chunk.withUnsafeBytes { splitter.feed(UnsafeRawBufferPointer(rebasing: $0[0..<n]), onLine) }
+    }
+    splitter.finish(onLine)
+}

@@ -1,0 +1,165 @@
+import DoorbellCore
+import Glibc
+
+// The uplink: takes events from the outbox in sequence order, signs each attempt afresh
+// (webhook-timestamp is the attempt's time), POSTs it over one kept-alive libcurl handle, and
+// removes it only after a 2xx. Failures back off with full jitter; nothing is dropped.
+
+public struct UplinkStatus: Sendable, Equatable {
+    public var url: String
+    public var delivered = 0
+    public var failedAttempts = 0
+    public var lastSuccessWallMicros: Int64?
+    public var lastErrorWallMicros: Int64?
+    public var lastError: String?
+    public var lastLatencyMicros: Int64?
+    public init(url: String) { self.url = url }
+}
+
+public final class Deliverer: @unchecked Sendable {
+    let settings: UplinkSettings
+    let gatewayID: String
+    let signer: WebhookSigner
+    let outbox: Outbox
+    let log: Logger
+    public let status: Locked<UplinkStatus>
+    private let wake = WakeSignal()
+    private let done = WakeSignal()
+    private let stopping = Locked(false)
+    /// Monotonic time before which an event is not retried. In memory on purpose: after a restart
+    /// everything is due at once, which is what an installer expects after fixing the network.
+    private var notBefore: [String: Int64] = [:]
+    private var client: HTTPSClient?
+
+    public init(settings: UplinkSettings, gatewayID: String, signer: WebhookSigner, outbox: Outbox, log: Logger) {
+        self.settings = settings
+        self.gatewayID = gatewayID
+        self.signer = signer
+        self.outbox = outbox
+        self.log = log
+        self.status = Locked(UplinkStatus(url: settings.url))
+    }
+
+    public func start() {
+        startThread(name: "uplink") { [self] in
+            loop()
+            client = nil
+            done.signal()
+        }
+    }
+
+    /// New work in the outbox.
+    public func notify() { wake.signal() }
+
+    /// Lets an in-flight request finish within `graceMicros`; an abandoned one stays in the
+    /// outbox and is delivered after the restart (the receiver deduplicates).
+    public func stop(graceMicros: Int64) {
+        stopping.withLock { $0 = true }
+        wake.signal()
+        if !done.wait(timeoutMicros: graceMicros) {
+            log.warning("uplink.stop_abandoned_request", [("grace_ms", String(graceMicros / 1000))])
+        }
+    }
+
+    private var isStopping: Bool { stopping.snapshot }
+
+    private func loop() {
+        let backoff = FullJitterBackoff(initialMillis: settings.retryInitialMs, capMillis: settings.retryMaxMs)
+        var rng = SystemRandomNumberGenerator()
+        while !isStopping {
+            let pending: [OutboxEntry]
+            do {
+                pending = try outbox.pending(limit: 64)
+            } catch {
+                log.error("outbox.read_failed", [("error", error.description)])
+                wake.wait(timeoutMicros: 5_000_000)
+                continue
+            }
+            let now = Clocks.monotonicMicros()
+            notBefore = notBefore.filter { id, _ in pending.contains { $0.id == id } }
+            // Per-gateway order: the oldest undelivered event goes first; while it waits out its
+            // backoff, later ones wait too (receivers see sequences in order).
+            guard let head = pending.first else {
+                wake.wait(timeoutMicros: nil)
+                continue
+            }
+            if let due = notBefore[head.id], due > now {
+                wake.wait(timeoutMicros: due - now)
+                continue
+            }
+            if deliver(head) {
+                notBefore[head.id] = nil
+            } else {
+                let attempt = head.attempts
+                let delayMs = backoff.delay(attempt: attempt, random: &rng)
+                notBefore[head.id] = Clocks.monotonicMicros() + Int64(delayMs) * 1000
+                do {
+                    try outbox.recordFailure(id: head.id, error: status.snapshot.lastError ?? "unknown",
+                                             nextAttemptAtMs: Clocks.wallMicros() / 1000 + Int64(delayMs))
+                } catch {
+                    log.error("outbox.write_failed", [("error", error.description)])
+                }
+                log.info("uplink.retry_scheduled", [("event.id", head.id), ("attempt", String(attempt + 1)), ("delay_ms", String(delayMs))])
+            }
+        }
+    }
+
+    /// One attempt. Returns true when the receiver acknowledged it and the row is gone.
+    private func deliver(_ entry: OutboxEntry) -> Bool {
+        if client == nil {
+            do {
+                client = try HTTPSClient(options: HTTPSClientOptions(
+                    url: settings.url, caFile: settings.caFile, connectTimeoutMs: settings.connectTimeoutMs,
+                    requestTimeoutMs: settings.requestTimeoutMs, userAgent: "doorbell-agent/\(AgentVersion.current)"))
+            } catch {
+                fail(entry, error.description)
+                return false
+            }
+        }
+        guard let client else { return false }
+        let headers: [(String, String)]
+        do {
+            headers = try signer.headers(id: entry.id, timestamp: Clocks.wallSeconds(), body: entry.body,
+                                         gatewayID: gatewayID, userAgent: "doorbell-agent/\(AgentVersion.current)")
+        } catch {
+            fail(entry, error.description)
+            return false
+        }
+        let started = Clocks.monotonicMicros()
+        switch client.post(body: entry.body, headers: headers) {
+        case let .failure(error):
+            fail(entry, error.description)
+            return false
+        case let .success(response):
+            guard (200..<300).contains(response.status) else {
+                let snippet = String(decoding: response.body.prefix(200), as: UTF8.self)
+                fail(entry, "receiver answered HTTP \(response.status)" + (snippet.isEmpty ? "" : ": \(snippet)"))
+                return false
+            }
+            do {
+                try outbox.markDelivered(id: entry.id)
+            } catch {
+                // Delivered but not marked: it will be sent again and the receiver deduplicates.
+                log.error("outbox.mark_delivered_failed", [("event.id", entry.id), ("error", error.description)])
+            }
+            let latency = Clocks.monotonicMicros() - started
+            status.withLock {
+                $0.delivered += 1
+                $0.lastSuccessWallMicros = Clocks.wallMicros()
+                $0.lastLatencyMicros = latency
+            }
+            log.info("uplink.delivered", [("event.id", entry.id), ("sequence", String(entry.sequence)),
+                                          ("status", String(response.status)), ("latency_ms", String(latency / 1000))])
+            return true
+        }
+    }
+
+    private func fail(_ entry: OutboxEntry, _ message: String) {
+        status.withLock {
+            $0.failedAttempts += 1
+            $0.lastError = message
+            $0.lastErrorWallMicros = Clocks.wallMicros()
+        }
+        log.warning("uplink.attempt_failed", [("event.id", entry.id), ("error", message)])
+    }
+}

@@ -1,0 +1,66 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import Crypto
+import DoorbellCore
+import Glibc
+
+// The gateway's Ed25519 device key: generated on first start, kept in the state directory with
+// mode 0600, written atomically (temp file, fsync, rename) so a power cut never leaves half a key.
+
+public struct KeyStoreError: Error, Sendable, CustomStringConvertible {
+    public let description: String
+}
+
+public enum DeviceKeyStore {
+    public static func loadOrCreate(path: String, log: Logger) throws(KeyStoreError) -> Curve25519.Signing.PrivateKey {
+        if let key = try load(path: path) { return key }
+        let key = Curve25519.Signing.PrivateKey()
+        try write(key.rawRepresentation, to: path)
+        log.notice("device_key.created", [("path", path), ("key_id", DeviceKey.keyID(key.publicKey))])
+        return key
+    }
+
+    public static func load(path: String) throws(KeyStoreError) -> Curve25519.Signing.PrivateKey? {
+        var st = stat()
+        if stat(path, &st) != 0 {
+            if errno == ENOENT { return nil }
+            throw KeyStoreError(description: "cannot read device key \(path): \(errnoText()). The state directory must belong to the doorbell-agent user.")
+        }
+        guard let bytes = readFile(path, maxBytes: 64) else {
+            throw KeyStoreError(description: "cannot read device key \(path): \(errnoText()). The state directory must belong to the doorbell-agent user.")
+        }
+        guard bytes.count == 32, let key = try? Curve25519.Signing.PrivateKey(rawRepresentation: bytes) else {
+            throw KeyStoreError(description: "device key \(path) is damaged (\(bytes.count) bytes, expected 32). Move it aside to make a new one, then enroll the new public key (agentctl pubkey).")
+        }
+        if st.st_mode & 0o077 != 0 { chmod(path, 0o600) }
+        return key
+    }
+
+    static func write(_ bytes: some DataProtocol, to path: String) throws(KeyStoreError) {
+        let tmp = path + ".tmp"
+        unlink(tmp)
+        let fd = retryingEINTR { open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600) }
+        guard fd >= 0 else {
+            throw KeyStoreError(description: "cannot create device key \(path): \(errnoText()). Check that the state directory exists and is writable by the doorbell-agent user.")
+        }
+        let data = Array(bytes)
+        let written = data.withUnsafeBytes { buf in retryingEINTR { Glibc.write(fd, buf.baseAddress, buf.count) } }
+        let synced = fsync(fd) == 0
+        close(fd)
+        guard written == data.count, synced, rename(tmp, path) == 0 else {
+            let message = errnoText()
+            unlink(tmp)
+            throw KeyStoreError(description: "cannot write device key \(path): \(message)")
+        }
+        let dir = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
+        let dfd = open(dir.isEmpty ? "." : dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if dfd >= 0 { fsync(dfd); close(dfd) }
+    }
+
+    public static func publicKeyBase64(_ key: Curve25519.Signing.PublicKey) -> String {
+        key.rawRepresentation.base64EncodedString()
+    }
+}

@@ -1,0 +1,161 @@
+import CLinux
+import Glibc
+
+// The few OS facts the shells need, each behind one small function (as swift-system does):
+// errno to text, EINTR retries, clocks.
+
+public func errnoText(_ code: Int32 = errno) -> String {
+    guard let s = strerror(code) else { return "errno \(code)" }
+    return String(cString: s)
+}
+
+/// Retries a syscall interrupted by a signal; returns the result or -1 with errno set.
+@inline(__always)
+public func retryingEINTR<T: FixedWidthInteger>(_ body: () -> T) -> T {
+    while true {
+        let r = body()
+        if r == -1 && errno == EINTR { continue }
+        return r
+    }
+}
+
+public enum Clocks {
+    public static func monotonicMicros() -> Int64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Int64(ts.tv_sec) * 1_000_000 + Int64(ts.tv_nsec) / 1_000
+    }
+
+    public static func wallMicros() -> Int64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Int64(ts.tv_sec) * 1_000_000 + Int64(ts.tv_nsec) / 1_000
+    }
+
+    public static func wallSeconds() -> Int64 { wallMicros() / 1_000_000 }
+
+    /// A Pi has no RTC: until NTP syncs, the wall clock may be 1970 or a stale fake-hwclock time.
+    /// systemd-timesyncd touches this file once synchronized; otherwise ask the kernel.
+    public static func isWallClockSynchronized() -> Bool {
+        if access("/run/systemd/timesync/synchronized", F_OK) == 0 { return true }
+        return doorbell_clock_unsynchronized() == 0
+    }
+}
+
+public func isReadableFile(_ path: String) -> Bool {
+    var st = stat()
+    return stat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFREG && access(path, R_OK) == 0
+}
+
+public func readFile(_ path: String, maxBytes: Int = 1 << 20) -> [UInt8]? {
+    let fd = retryingEINTR { open(path, O_RDONLY | O_CLOEXEC) }
+    guard fd >= 0 else { return nil }
+    defer { close(fd) }
+    var out: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 4096)
+    while out.count < maxBytes {
+        let n = chunk.withUnsafeMutableBytes { buf in retryingEINTR { read(fd, buf.baseAddress, buf.count) } }
+        if n < 0 { return nil }
+        if n == 0 { break }
+        out.append(contentsOf: chunk[0..<n])
+    }
+    return out
+}
+
+/// Starts a detached OS thread. The pipeline's loops block in the kernel (read, accept,
+/// condition waits), which is what a thread is for; no polling anywhere.
+public func startThread(name: String, _ body: @escaping @Sendable () -> Void) {
+    final class Box: @unchecked Sendable {
+        let body: @Sendable () -> Void
+        let name: String
+        init(_ body: @escaping @Sendable () -> Void, _ name: String) { self.body = body; self.name = name }
+    }
+    let box = Unmanaged.passRetained(Box(body, name)).toOpaque()
+    var tid = pthread_t()
+    let rc = pthread_create(&tid, nil, { arg in
+        guard let arg else { return nil }
+        let box = Unmanaged<AnyObject>.fromOpaque(arg).takeRetainedValue()
+        (box as? Box)?.body()
+        return nil
+    }, box)
+    if rc == 0 { pthread_detach(tid) } else {
+        Unmanaged<AnyObject>.fromOpaque(box).release()
+        fatalError("cannot start thread \(name): \(errnoText(rc))")
+    }
+}
+
+/// A condition variable with a mutex, for "sleep until there is work or a deadline".
+public final class WakeSignal: @unchecked Sendable {
+    private var mutex = pthread_mutex_t()
+    private var cond = pthread_cond_t()
+    private var pending = false
+
+    public init() {
+        pthread_mutex_init(&mutex, nil)
+        var attr = pthread_condattr_t()
+        pthread_condattr_init(&attr)
+        pthread_condattr_setclock(&attr, CLOCK_MONOTONIC)
+        pthread_cond_init(&cond, &attr)
+        pthread_condattr_destroy(&attr)
+    }
+
+    deinit {
+        pthread_cond_destroy(&cond)
+        pthread_mutex_destroy(&mutex)
+    }
+
+    public func signal() {
+        pthread_mutex_lock(&mutex)
+        pending = true
+        pthread_cond_broadcast(&cond)
+        pthread_mutex_unlock(&mutex)
+    }
+
+    /// Waits until signalled or `timeoutMicros` passes (nil: forever). Returns true if signalled.
+    @discardableResult
+    public func wait(timeoutMicros: Int64?) -> Bool {
+        pthread_mutex_lock(&mutex)
+        defer { pthread_mutex_unlock(&mutex) }
+        if let timeoutMicros {
+            let deadline = Clocks.monotonicMicros() + max(0, timeoutMicros)
+            var ts = timespec(tv_sec: Int(deadline / 1_000_000), tv_nsec: Int(deadline % 1_000_000) * 1_000)
+            while !pending {
+                if pthread_cond_timedwait(&cond, &mutex, &ts) == ETIMEDOUT { break }
+            }
+        } else {
+            while !pending { pthread_cond_wait(&cond, &mutex) }
+        }
+        let was = pending
+        pending = false
+        return was
+    }
+}
+
+/// A value guarded by a mutex; small and explicit instead of actors, since the callers are OS threads.
+public final class Locked<Value>: @unchecked Sendable {
+    private var mutex = pthread_mutex_t()
+    private var value: Value
+
+    public init(_ value: Value) {
+        self.value = value
+        pthread_mutex_init(&mutex, nil)
+    }
+
+    deinit { pthread_mutex_destroy(&mutex) }
+
+    public func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
+        pthread_mutex_lock(&mutex)
+        defer { pthread_mutex_unlock(&mutex) }
+        return try body(&value)
+    }
+
+    public var snapshot: Value { withLock { $0 } }
+}
+
+/// Sets FD_CLOEXEC: Glibc's module doesn't export pipe2/accept4, and a descriptor leaking into
+/// rtl_433 would keep our sockets open after we close them.
+@discardableResult
+public func setCloseOnExec(_ fd: Int32) -> Bool {
+    let flags = fcntl(fd, F_GETFD)
+    return flags >= 0 && fcntl(fd, F_SETFD, flags | FD_CLOEXEC) == 0
+}

@@ -1,0 +1,170 @@
+import ArgumentParser
+import DoorbellCore
+import DoorbellRuntime
+import Glibc
+
+@main
+struct DoorbellAgentCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "doorbell-agent",
+        abstract: "Doorbell base station agent: radios → presses → signed HTTPS events.",
+        version: AgentVersion.current,
+        subcommands: [Run.self, CheckConfig.self, Replay.self, Pubkey.self, Version.self],
+        defaultSubcommand: Run.self
+    )
+}
+
+/// Reads and validates a config file; prints every issue and exits 78 (EX_CONFIG) on error.
+func loadConfig(_ path: String) throws -> AgentConfig {
+    guard let bytes = readFile(path) else {
+        printError("\(path): cannot read the config file: \(errnoText()). Default location: /etc/doorbell-agent/agent.toml")
+        throw ExitCode(78)
+    }
+    do {
+        return try ConfigLoader.parse(text: String(decoding: bytes, as: UTF8.self), file: path,
+                                      checks: ConfigFileChecks(isReadableFile: { isReadableFile($0) }))
+    } catch {
+        printError(error.description)
+        throw ExitCode(78)
+    }
+}
+
+func printError(_ message: String) {
+    var bytes = Array(message.utf8)
+    bytes.append(0x0A)
+    bytes.withUnsafeBytes { _ = write(2, $0.baseAddress, $0.count) }
+}
+
+extension DoorbellAgentCommand {
+    struct Run: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Run the agent until SIGTERM or SIGINT.")
+
+        @Option(name: .long, help: "Config file.")
+        var config = "/etc/doorbell-agent/agent.toml"
+
+        @Option(name: .long, help: "Override [log] level: debug, info, notice, warning, error.")
+        var logLevel: String?
+
+        func run() throws {
+            StopSignals.block()
+            let cfg = try loadConfig(config)
+            var level = cfg.log.level
+            if let logLevel {
+                guard let l = LogLevel(rawValue: logLevel) else {
+                    printError("--log-level: unknown level \"\(logLevel)\"; use one of \(LogLevel.allCases.map(\.rawValue).joined(separator: ", "))")
+                    throw ExitCode(64)
+                }
+                level = l
+            }
+            let log = Logger(level: level)
+            let agent: Agent
+            do {
+                agent = try Agent(config: cfg, log: log)
+                try agent.start()
+            } catch {
+                log.error("agent.start_failed", [("error", error.description)])
+                throw ExitCode(error.exitCode)
+            }
+            while true {
+                let sig = StopSignals.wait()
+                if sig == SIGHUP {
+                    log.notice("agent.sighup_ignored", [("hint", "config reload is not implemented yet; restart the service")])
+                    continue
+                }
+                break
+            }
+            agent.stop()
+        }
+    }
+
+    struct CheckConfig: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "check-config", abstract: "Validate a config file; exit 0 if good, 78 (EX_CONFIG) with every problem listed if not.")
+
+        @Argument(help: "Config file.")
+        var file = "/etc/doorbell-agent/agent.toml"
+
+        func run() throws {
+            let cfg = try loadConfig(file)
+            print("\(file): OK — gateway \(cfg.gatewayID), \(cfg.devices.count) device(s), radio rtl433 \(cfg.rtl433 == nil ? "off" : "on"), uplink \(cfg.uplink?.url ?? "not configured")")
+        }
+    }
+
+    struct Replay: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Run recorded rtl_433 JSON lines through the decoders and trackers; print events as JSON lines.",
+            discussion: """
+            Uses each line's own `time` for the tracker (offsets like "@0.25s" or Unix times), so a
+            recording replays with its real spacing. No network, no outbox. Without --config every
+            decoded transmitter counts as a device.
+            """)
+
+        @Option(name: .long, help: "Config file whose devices and tracker settings to use.")
+        var config: String?
+
+        @Argument(help: "rtl_433 JSON line files (rtl_433 -F json output).")
+        var files: [String]
+
+        func run() throws {
+            let cfg = try config.map(loadConfig)
+            var pipeline = RFPipeline(radio: "rtl433", directory: cfg.map { DeviceDirectory(devices: $0.devices) },
+                                      settings: cfg?.button ?? ButtonTracker.Settings())
+            let startWall = Clocks.wallMicros()
+            var sequence: Int64 = 0
+            var rng = SystemRandomNumberGenerator()
+            var lastTime: Int64 = 0
+            for file in files {
+                guard let bytes = readFile(file, maxBytes: 256 << 20) else {
+                    printError("\(file): cannot read: \(errnoText())")
+                    throw ExitCode(66)
+                }
+                for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
+                    let frameTime: Int64?
+                    if case let .frame(f) = RTL433Decoder.decode(line: line) { frameTime = f.timeMicros } else { frameTime = nil }
+                    let mono = frameTime ?? lastTime
+                    lastTime = mono
+                    // Unix times stay as they are; offsets count from the start of the replay.
+                    let wall = mono > 1_000_000_000_000_000 ? mono : startWall + mono
+                    for event in pipeline.handle(line: line, at: ReceiveTime(monoMicros: mono, wallMicros: wall, clockSynced: true)) {
+                        sequence += 1
+                        let id = UUIDv7.make(unixMillis: wall / 1000, random: &rng)
+                        print(String(decoding: event.body(id: id, sequence: sequence, gatewayID: cfg?.gatewayID ?? "replay",
+                                                          agentVersion: AgentVersion.current), as: UTF8.self))
+                    }
+                }
+            }
+            let c = pipeline.counters
+            printError("replay: \(c.lines) lines, \(c.frames) frames, \(c.malformed) malformed, \(c.unmatchedFrames) from unconfigured transmitters, \(sequence) events")
+        }
+    }
+
+    struct Pubkey: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Print the device public key, creating the key first if there is none (factory enrollment).",
+            discussion: "Prints `ed25519:<base64>`, the form the receiver and enrollment take. agentctl pubkey asks a running agent instead.")
+
+        @Option(name: .long, help: "Config file (its paths.state_dir holds the key).")
+        var config = "/etc/doorbell-agent/agent.toml"
+
+        func run() throws {
+            let cfg = try loadConfig(config)
+            let log = Logger(level: .notice)
+            do {
+                try Agent.prepareStateDir(cfg.paths.stateDir)
+                let key = try DeviceKeyStore.loadOrCreate(path: cfg.paths.deviceKeyPath, log: log)
+                print("ed25519:" + DeviceKeyStore.publicKeyBase64(key.publicKey))
+            } catch let error as AgentStartError {
+                printError(error.description)
+                throw ExitCode(error.exitCode)
+            } catch {
+                printError("\(error)")
+                throw ExitCode(73)
+            }
+        }
+    }
+
+    struct Version: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Print the version.")
+        func run() { print("doorbell-agent \(AgentVersion.current)") }
+    }
+}

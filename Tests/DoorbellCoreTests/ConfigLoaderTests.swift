@@ -1,0 +1,123 @@
+import DoorbellCore
+import Testing
+
+@Suite struct ConfigLoaderTests {
+    static let good = """
+    gateway_id = "gw-0001"
+
+    [paths]
+    state_dir = "state"
+
+    [radio.rtl433]
+    conf_file = "rtl_433.conf"
+    args = ["-d", "0"]
+
+    [tracker.button]
+    cooldown_ms = 2000
+
+    [[device]]
+    id = "front-door"
+    name = "Front door"
+    match = { code = "0x91568F" }
+
+    [[device]]
+    id = "back-door"
+    [device.match]
+    id = 2900
+    unit = 9
+
+    [uplink]
+    url = "https://cloud.example.com/events"
+    ca_file = "/etc/ssl/ca.pem"
+    hmac_secret_file = "gateway.whsec"
+    """
+
+    @Test func aGoodConfigLoadsWithResolvedPaths() throws {
+        let c = try ConfigLoader.parse(text: Self.good, file: "/etc/doorbell-agent/agent.toml")
+        #expect(c.gatewayID == "gw-0001")
+        #expect(c.paths.stateDir == "/etc/doorbell-agent/state")
+        #expect(c.paths.controlSocket == PathSettings.defaultControlSocket)
+        #expect(c.rtl433?.confFile == "/etc/doorbell-agent/rtl_433.conf")
+        #expect(c.rtl433?.arguments == ["-F", "json", "-M", "time:unix:usec", "-M", "level", "-c", "/etc/doorbell-agent/rtl_433.conf", "-d", "0"])
+        #expect(c.button.cooldownMicros == 2_000_000)
+        #expect(c.devices.map(\.id) == ["front-door", "back-door"])
+        #expect(c.devices[0].match == RTL433Match(fields: [("code", .integer(0x91568F))]))
+        #expect(c.devices[1].name == "back-door")
+        #expect(c.uplink?.hmacSecretFile == "/etc/doorbell-agent/gateway.whsec")
+        #expect(c.uplink?.signEd25519 == true)
+    }
+
+    struct Case: Sendable, CustomStringConvertible {
+        let name: String
+        let toml: String
+        let expected: String   // substring of the one reported issue, including its location
+        var description: String { name }
+    }
+
+    static let base = """
+    gateway_id = "gw"
+    [radio.rtl433]
+    args = []
+    """
+
+    static let badCases: [Case] = [
+        Case(name: "syntax error", toml: "gateway_id = gw-1\n", expected: "agent.toml:1:14: not valid TOML"),
+        Case(name: "missing gateway id", toml: "[paths]\nstate_dir = \"/tmp\"\n", expected: "gateway_id: is required: the name this gateway has in the cloud"),
+        Case(name: "typo in a key", toml: base + "\n[uplink]\nulr = \"https://x/events\"\nurl = \"https://x/events\"\n",
+             expected: "agent.toml:5:1: uplink.ulr: unknown key; did you mean \"url\"?"),
+        Case(name: "wrong type", toml: base + "\n[tracker.button]\nrepeat_gap_ms = \"300ms\"\n",
+             expected: "agent.toml:5:1: tracker.button.repeat_gap_ms: must be an integer, found a string"),
+        Case(name: "out of range", toml: base + "\n[tracker.button]\ncooldown_ms = -5\n",
+             expected: "agent.toml:5:1: tracker.button.cooldown_ms: -5 is out of range; use a value from 0 to 600000"),
+        Case(name: "plain http", toml: base + "\n[uplink]\nurl = \"http://cloud/events\"\n",
+             expected: "uplink.url: must start with https://"),
+        Case(name: "model alone", toml: base + "\n[[device]]\nid = \"bell\"\nmatch = { model = \"Smoke-GS558\" }\n",
+             expected: "device[0].match: model alone is not enough"),
+        Case(name: "bad code", toml: base + "\n[[device]]\nid = \"bell\"\nmatch = { code = \"zz12\" }\n",
+             expected: "device[0].match.code: \"zz12\" is not a hex code"),
+        Case(name: "duplicate device", toml: base + "\n[[device]]\nid = \"a\"\nmatch = { code = 1 }\n[[device]]\nid = \"a\"\nmatch = { code = 2 }\n",
+             expected: "agent.toml:8:1: device[1].id: duplicate device id \"a\""),
+        Case(name: "device without radio", toml: "gateway_id = \"gw\"\n[[device]]\nid = \"a\"\nmatch = { code = 1 }\n",
+             expected: "device[0].radio: device uses radio \"rtl433\" but [radio.rtl433] is not configured"),
+        Case(name: "rtl433 output flags", toml: "gateway_id = \"gw\"\n[radio.rtl433]\nargs = [\"-F\", \"csv\"]\n",
+             expected: "radio.rtl433.args: must not contain -F"),
+        Case(name: "bad log level", toml: "gateway_id = \"gw\"\n[log]\nlevel = \"verbose\"\n",
+             expected: "log.level: unknown level \"verbose\"; use one of debug, info, notice, warning, error"),
+        Case(name: "bad gateway id", toml: "gateway_id = \"gw 1\"\n", expected: "gateway_id: must be 1-64 characters"),
+        Case(name: "no signing key", toml: base + "\n[uplink]\nurl = \"https://x/events\"\nsign_ed25519 = false\n",
+             expected: "uplink: no signing key"),
+    ]
+
+    @Test(arguments: badCases)
+    func badConfigsAreReportedWithWhereAndWhat(c: Case) {
+        do {
+            _ = try ConfigLoader.parse(text: c.toml, file: "agent.toml")
+            Issue.record("expected an error for \(c.name)")
+        } catch {
+            #expect(error.issues.count == 1, "\(error.description)")
+            #expect(error.description.contains(c.expected), "\(error.description)")
+        }
+    }
+
+    @Test func missingFilesAreReported() {
+        let toml = Self.base + "\nconf_file = \"missing.conf\"\n[uplink]\nurl = \"https://x/events\"\nca_file = \"/nope/ca.pem\"\n"
+        let checks = ConfigFileChecks(isReadableFile: { _ in false })
+        do {
+            _ = try ConfigLoader.parse(text: toml, file: "/etc/agent.toml", checks: checks)
+            Issue.record("expected errors")
+        } catch {
+            #expect(error.description.contains("radio.rtl433.conf_file: cannot read /etc/missing.conf"))
+            #expect(error.description.contains("uplink.ca_file: cannot read CA file /nope/ca.pem"))
+        }
+    }
+
+    @Test func everyIssueIsReportedAtOnce() {
+        let toml = "gateway_id = 5\ncolour = \"red\"\n[log]\nlevel = 3\n"
+        do {
+            _ = try ConfigLoader.parse(text: toml, file: "a.toml")
+            Issue.record("expected errors")
+        } catch {
+            #expect(error.issues.count == 3, "\(error.description)")
+        }
+    }
+}

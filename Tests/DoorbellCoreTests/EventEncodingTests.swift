@@ -1,0 +1,46 @@
+import DoorbellCore
+import Testing
+
+@Suite struct EventEncodingTests {
+    @Test func pressedEventBodyMatchesGolden() throws {
+        let event = AgentEvent(type: .doorbellPressed, device: DeviceRef(id: "front-door", name: "Front \"door\"", radio: "rtl433"),
+                               occurredAtMicros: 1_795_355_235_181_475, clockSynced: true,
+                               data: .object([("code", .string("91568f")), ("model", .string("EV1527-flex")), ("suppressed", .number(0))]))
+        let body = event.body(id: "019a4f6e-2b1c-7c3d-8e9f-0a1b2c3d4e5f", sequence: 42, gatewayID: "gw-0001", agentVersion: "0.1.0")
+        try Golden.check(String(decoding: body, as: UTF8.self) + "\n", against: "event-pressed.golden.json")
+        // The body is valid JSON whose id and sequence are what the outbox assigned.
+        let parsed = try JSONReader.parse(bytes: body)
+        #expect(parsed["sequence"]?.intValue == 42)
+        #expect(parsed["occurred_at"]?.stringValue == "2026-11-22T13:47:15.181475Z")
+    }
+
+    @Test(arguments: [
+        (Int64(0), "1970-01-01T00:00:00.000000Z"),
+        (Int64(951_782_400_000_001), "2000-02-29T00:00:00.000001Z"),
+        (Int64(-1), "1969-12-31T23:59:59.999999Z"),
+        (Int64(4_102_444_799_999_999), "2099-12-31T23:59:59.999999Z"),
+    ])
+    func rfc3339(micros: Int64, expected: String) {
+        #expect(RFC3339.format(micros: micros) == expected)
+    }
+
+    @Test func uuidV7HasVersionVariantAndTimeOrder() {
+        var rng = SystemRandomNumberGenerator()
+        let a = UUIDv7.make(unixMillis: 1_700_000_000_000, random: &rng)
+        let b = UUIDv7.make(unixMillis: 1_700_000_000_001, random: &rng)
+        #expect(a.count == 36)
+        #expect(Array(a)[14] == "7")
+        #expect("89ab".contains(Array(a)[19]))
+        #expect(a < b)
+        #expect(a.hasPrefix("018bcfe5-6800-7"))
+    }
+
+    @Test func backoffStaysWithinItsCeiling() {
+        let backoff = FullJitterBackoff(initialMillis: 1_000, capMillis: 60_000)
+        var rng = SystemRandomNumberGenerator()
+        #expect(backoff.ceiling(attempt: 0) == 1_000)
+        #expect(backoff.ceiling(attempt: 3) == 8_000)
+        #expect(backoff.ceiling(attempt: 200) == 60_000)
+        for attempt in 0..<40 { #expect((0...60_000).contains(backoff.delay(attempt: attempt, random: &rng))) }
+    }
+}

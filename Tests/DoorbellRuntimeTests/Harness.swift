@@ -1,0 +1,222 @@
+import Crypto
+import DoorbellCore
+import Foundation
+import XCTest
+
+// Test harness: real processes (doorbell-agent, doorbell-cloud, rtl_433) in a temp directory.
+// Every wait is bounded and polls a condition; nothing asserts on timing.
+
+enum Paths {
+    static let repoRoot: String = {
+        var url = URL(fileURLWithPath: #filePath)
+        for _ in 0..<3 { url.deleteLastPathComponent() }
+        return url.path
+    }()
+    static let shared = repoRoot + "/../shared"
+    static let recordings = shared + "/testdata/rf/recordings"
+    static let boardConf = repoRoot + "/board/common/rtl_433-doorbells.conf"
+
+    static var agentBinary: String {
+        ProcessInfo.processInfo.environment["DOORBELL_AGENT_BIN"] ?? repoRoot + "/.build/debug/doorbell-agent"
+    }
+    static var agentctlBinary: String {
+        ProcessInfo.processInfo.environment["AGENTCTL_BIN"] ?? repoRoot + "/.build/debug/agentctl"
+    }
+    static var cloudBinary: String {
+        ProcessInfo.processInfo.environment["DOORBELL_CLOUD_BIN"] ?? repoRoot + "/cloud/.build/debug/doorbell-cloud"
+    }
+}
+
+func requireFile(_ path: String, _ what: String) throws {
+    guard FileManager.default.isExecutableFile(atPath: path) || FileManager.default.fileExists(atPath: path) else {
+        throw XCTSkip("\(what) not found at \(path); `make test` builds it")
+    }
+}
+
+final class TempDir {
+    let path: String
+    init() throws {
+        path = NSTemporaryDirectory() + "doorbell-test-" + UUID().uuidString.prefix(8)
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    }
+    func file(_ name: String) -> String { path + "/" + name }
+    func write(_ name: String, _ text: String) throws -> String {
+        let p = file(name)
+        try text.write(toFile: p, atomically: true, encoding: .utf8)
+        return p
+    }
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+}
+
+/// A child process whose output goes to files, so a test can read it at any time.
+final class Child {
+    let process = Process()
+    let stdoutPath: String
+    let stderrPath: String
+
+    init(_ executable: String, _ arguments: [String], dir: TempDir, name: String, environment: [String: String] = [:]) throws {
+        stdoutPath = dir.file("\(name).out")
+        stderrPath = dir.file("\(name).err")
+        FileManager.default.createFile(atPath: stdoutPath, contents: nil)
+        FileManager.default.createFile(atPath: stderrPath, contents: nil)
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: stdoutPath))
+        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: stderrPath))
+        process.standardInput = FileHandle.nullDevice
+        var env = ProcessInfo.processInfo.environment
+        env.removeValue(forKey: "JOURNAL_STREAM")
+        for (k, v) in environment { env[k] = v }
+        process.environment = env
+        try process.run()
+    }
+
+    var stdout: String { (try? String(contentsOfFile: stdoutPath, encoding: .utf8)) ?? "" }
+    var stderr: String { (try? String(contentsOfFile: stderrPath, encoding: .utf8)) ?? "" }
+
+    func signal(_ sig: Int32) { if process.isRunning { kill(process.processIdentifier, sig) } }
+
+    /// Waits for exit up to `seconds`; returns the exit status or nil if still running.
+    @discardableResult
+    func wait(seconds: Double) -> Int32? {
+        let deadline = Date().addingTimeInterval(seconds)
+        while process.isRunning && Date() < deadline { usleep(20_000) }
+        if process.isRunning { return nil }
+        return process.terminationStatus
+    }
+
+    func stop() {
+        signal(SIGTERM)
+        if wait(seconds: 10) == nil { signal(SIGKILL); wait(seconds: 5) }
+    }
+
+    deinit { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+}
+
+/// Polls `condition` until it holds or `seconds` pass.
+func eventually(_ seconds: Double = 30, _ what: String, file: StaticString = #filePath, line: UInt = #line, _ condition: () -> Bool) {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if condition() { return }
+        usleep(50_000)
+    }
+    XCTFail("timed out after \(seconds) s waiting for: \(what)", file: file, line: line)
+}
+
+@discardableResult
+func run(_ executable: String, _ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: executable)
+    p.arguments = arguments
+    let out = Pipe(), err = Pipe()
+    p.standardOutput = out
+    p.standardError = err
+    p.standardInput = FileHandle.nullDevice
+    try p.run()
+    let o = out.fileHandleForReading.readDataToEndOfFile()
+    let e = err.fileHandleForReading.readDataToEndOfFile()
+    p.waitUntilExit()
+    return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
+}
+
+/// TLS material, the gateway's secrets and a running reference receiver.
+final class CloudFixture {
+    let dir: TempDir
+    let caFile: String
+    let secretFile: String
+    let publicKeyFile: String
+    let stateDir: String
+    var server: Child?
+    var port: Int = 0
+
+    init(dir: TempDir) throws {
+        self.dir = dir
+        try requireFile(Paths.cloudBinary, "doorbell-cloud")
+        let pki = dir.file("pki")
+        let r = try run("/bin/bash", [Paths.repoRoot + "/scripts/make-test-pki.sh", pki])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        caFile = pki + "/ca.pem"
+        var secret = [UInt8](repeating: 0, count: 24)
+        for i in secret.indices { secret[i] = UInt8.random(in: 0...255) }
+        secretFile = try dir.write("gateway.whsec", "whsec_" + Data(secret).base64EncodedString() + "\n")
+        // The agent makes its device key on first start; the test makes it first so the
+        // receiver can be given the public half, as enrollment would.
+        stateDir = dir.file("state")
+        try FileManager.default.createDirectory(atPath: stateDir, withIntermediateDirectories: true)
+        let key = Curve25519.Signing.PrivateKey()
+        FileManager.default.createFile(atPath: stateDir + "/device.key", contents: key.rawRepresentation, attributes: [.posixPermissions: 0o600])
+        publicKeyFile = try dir.write("gateway.pub", "ed25519:" + key.publicKey.rawRepresentation.base64EncodedString() + "\n")
+    }
+
+    func start(port requested: Int = 0) throws {
+        let ready = dir.file("cloud-ready-\(UUID().uuidString.prefix(6)).json")
+        let server = try Child(Paths.cloudBinary, [
+            "serve", "--host", "127.0.0.1", "--port", String(requested), "--ready-file", ready,
+            "--tls-cert", dir.file("pki/server.pem"), "--tls-key", dir.file("pki/server.key"),
+            "--db", dir.file("cloud.sqlite"), "--gateway-secret", secretFile, "--gateway-public-key", publicKeyFile,
+        ], dir: dir, name: "cloud")
+        self.server = server
+        eventually(60, "doorbell-cloud ready file") { FileManager.default.fileExists(atPath: ready) }
+        let data = try Data(contentsOf: URL(fileURLWithPath: ready))
+        let json = try JSONReader.parse(bytes: Array(data))
+        port = Int(json["port"]?.intValue ?? 0)
+        XCTAssertGreaterThan(port, 0, "ready file: \(String(decoding: data, as: UTF8.self))")
+    }
+
+    /// Accepted events, from the receiver's `EVENT {json}` lines.
+    var events: [JSONValue] {
+        (server?.stdout ?? "").split(separator: "\n").compactMap { line in
+            guard line.hasPrefix("EVENT ") else { return nil }
+            return try? JSONReader.parse(String(line.dropFirst(6)))
+        }
+    }
+
+    func stop() { server?.stop() }
+    var url: String { "https://127.0.0.1:\(port)/events" }
+}
+
+/// Writes an agent.toml for a test.
+func agentConfig(gateway: String = "gw-test", stateDir: String, socket: String, radio: String?, devices: [(id: String, match: String)],
+                 url: String, caFile: String, secretFile: String, extra: String = "") -> String {
+    var toml = """
+    gateway_id = "\(gateway)"
+
+    [paths]
+    state_dir = "\(stateDir)"
+    control_socket = "\(socket)"
+
+    [log]
+    level = "debug"
+
+    """
+    if let radio { toml += radio + "\n" }
+    for d in devices {
+        toml += """
+
+        [[device]]
+        id = "\(d.id)"
+        name = "\(d.id)"
+        match = \(d.match)
+
+        """
+    }
+    toml += """
+
+    [uplink]
+    url = "\(url)"
+    ca_file = "\(caFile)"
+    hmac_secret_file = "\(secretFile)"
+    retry_initial_ms = 200
+    retry_max_ms = 1000
+    connect_timeout_ms = 2000
+    request_timeout_ms = 5000
+    \(extra)
+    """
+    return toml
+}
+
+/// `agentctl status --json` for the agent on `socket`.
+func agentStatus(_ socket: String) -> JSONValue? {
+    guard let r = try? run(Paths.agentctlBinary, ["status", "--json", "--socket", socket]) else { return nil }
+    return try? JSONReader.parse(r.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+}

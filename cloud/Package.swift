@@ -1,0 +1,88 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+// The reference cloud receiver for doorbell-agent. Layers, inside out:
+//   CloudCore    pure: Standard Webhooks signature checks (v1 HMAC-SHA256, v1a Ed25519),
+//                timestamp tolerance, event body validation. No I/O.
+//   CloudStore   the event table in SQLite (through the C API, via CSQLite).
+//   CloudServer  the HTTPS endpoints (Hummingbird 2), wiring CloudCore to CloudStore.
+//   doorbell-cloud  the command line (`serve`, `events`).
+let package = Package(
+    name: "doorbell-cloud",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "doorbell-cloud", targets: ["doorbell-cloud"]),
+    ],
+    dependencies: [
+        // traits: [] drops Hummingbird's swift-configuration integration, which we don't use.
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1", traits: []),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
+        .target(
+            name: "CloudCore",
+            dependencies: [
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        .target(
+            name: "CloudStore",
+            dependencies: ["CloudCore", "CSQLite"]
+        ),
+        .target(
+            name: "CloudServer",
+            dependencies: [
+                "CloudCore",
+                "CloudStore",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HummingbirdTLS", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
+            name: "doorbell-cloud",
+            dependencies: [
+                "CloudCore",
+                "CloudStore",
+                "CloudServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(
+            name: "CloudCoreTests",
+            dependencies: [
+                "CloudCore",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        .testTarget(
+            name: "CloudStoreTests",
+            dependencies: ["CloudCore", "CloudStore"]
+        ),
+        .testTarget(
+            name: "CloudServerTests",
+            dependencies: [
+                "CloudCore",
+                "CloudStore",
+                "CloudServer",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+            ]
+        ),
+    ]
+)

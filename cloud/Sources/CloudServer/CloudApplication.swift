@@ -1,0 +1,69 @@
+import Foundation
+import Hummingbird
+import HummingbirdCore
+import HummingbirdTLS
+import Logging
+import NIOCore
+import NIOSSL
+
+/// How `doorbell-cloud serve` listens.
+public struct ServerSettings: Sendable {
+    public var host: String
+    /// 0 picks a free port; the chosen one is printed and written to `readyFile`.
+    public var port: Int
+    /// Required by the CLI; nil (plain HTTP) only for in-process tests.
+    public var tls: TLSConfiguration?
+    /// Where to write `{"port": N}` (atomically) once listening.
+    public var readyFile: String?
+
+    public init(host: String = "127.0.0.1", port: Int = 8443, tls: TLSConfiguration?, readyFile: String? = nil) {
+        self.host = host
+        self.port = port
+        self.tls = tls
+        self.readyFile = readyFile
+    }
+}
+
+/// The routes: `GET /healthz` and `POST /events`.
+public func makeRouter(events: EventsEndpoint) -> Router<BasicRequestContext> {
+    let router = Router()
+    router.get("healthz") { _, _ in
+        Response.json(.ok, ["status": .string("ok")])
+    }
+    router.post("events") { request, context in
+        try await events.receive(request, context: context)
+    }
+    return router
+}
+
+/// The whole HTTP(S) service; run it with `runService()` to get SIGTERM/SIGINT handling.
+public func makeApplication(
+    settings: ServerSettings, events: EventsEndpoint, output: OutputLines, logger: Logger
+) throws -> some ApplicationProtocol {
+    let server: HTTPServerBuilder = try settings.tls.map { try .tls(.http1(), tlsConfiguration: $0) } ?? .http1()
+    let scheme = settings.tls == nil ? "http" : "https"
+    return Application(
+        router: makeRouter(events: events),
+        server: server,
+        configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: "doorbell-cloud"),
+        onServerRunning: { channel in
+            let port = channel.localAddress?.port ?? settings.port
+            let host = settings.host.contains(":") ? "[\(settings.host)]" : settings.host
+            output.listening(url: "\(scheme)://\(host):\(port)")
+            if let readyFile = settings.readyFile {
+                do {
+                    try ReadyFile.write(port: port, to: readyFile)
+                } catch {
+                    logger.error("could not write --ready-file", metadata: ["path": "\(readyFile)", "error": "\(error)"])
+                }
+            }
+        },
+        logger: logger)
+}
+
+enum ReadyFile {
+    /// Writes `{"port": N}` through a temporary file and a rename, so readers never see half of it.
+    static func write(port: Int, to path: String) throws {
+        try Data("{\"port\": \(port)}\n".utf8).write(to: URL(fileURLWithPath: path), options: .atomic)
+    }
+}

@@ -1,0 +1,193 @@
+import CloudCore
+import CloudServer
+import CloudStore
+import Crypto
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import Synchronization
+import Testing
+
+/// Collects the receiver's stdout lines.
+final class CapturedLines: Sendable {
+    private let lines = Mutex<[String]>([])
+    var output: OutputLines { OutputLines { line in self.lines.withLock { $0.append(line) } } }
+    var all: [String] { lines.withLock { $0 } }
+}
+
+@Suite final class EventsEndpointTests: Sendable {
+    static let now: Int64 = 1_800_000_000
+    let secret: WebhookSecret
+    /// The gateway's Ed25519 device key, as raw bytes (swift-crypto's key types are not Sendable).
+    let deviceKeyBytes = Array(Curve25519.Signing.PrivateKey().rawRepresentation)
+    let lines = CapturedLines()
+    let store: EventStore
+    let directory: URL
+
+    init() throws {
+        secret = try WebhookSecret(parsing: "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD")
+        directory = FileManager.default.temporaryDirectory
+            .appendingPathComponent("doorbell-cloud-server-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        store = try EventStore(path: directory.appendingPathComponent("events.sqlite").path)
+    }
+
+    deinit {
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    func deviceKey() throws -> Curve25519.Signing.PrivateKey {
+        try Curve25519.Signing.PrivateKey(rawRepresentation: deviceKeyBytes)
+    }
+
+    func endpoint(failFirst: Int = 0) throws -> EventsEndpoint {
+        let keys = try GatewayKeys(secret: secret, publicKey: GatewayPublicKey(deviceKey().publicKey))
+        return EventsEndpoint(
+            intake: WebhookIntake(keys: keys), store: store, output: lines.output,
+            clock: .fixed(seconds: Self.now), failFirst: failFirst > 0 ? FailFirst(total: failFirst) : nil)
+    }
+
+    func body(id: String, sequence: Int64 = 1) -> String {
+        #"{"id":"\#(id)","sequence":\#(sequence),"type":"doorbell.pressed","gateway_id":"gw-0001","occurred_at":"2026-11-22T14:03:07.123456Z","device":{"id":"front-door"}}"#
+    }
+
+    /// Headers for `body`, signed with v1 and v1a unless `signature` overrides them.
+    func headers(id: String, body: String, timestamp: Int64 = now, signature: String? = nil,
+                 omit: String? = nil) throws -> HTTPFields {
+        let ts = String(timestamp)
+        let bytes = Array(body.utf8)
+        let signed = try signature ?? [
+            SignatureVerifier.v1Signature(secret: secret, id: id, timestamp: ts, body: bytes),
+            SignatureVerifier.v1aSignature(privateKey: deviceKey(), id: id, timestamp: ts, body: bytes),
+        ].joined(separator: " ")
+        var fields = HTTPFields()
+        for (name, value) in [("webhook-id", id), ("webhook-timestamp", ts), ("webhook-signature", signed),
+                              ("content-type", "application/json")] where name != omit {
+            fields[try #require(HTTPFields.Element.Name(name))] = value
+        }
+        return fields
+    }
+
+    func post(_ client: some TestClientProtocol, body: String, headers: HTTPFields) async throws -> (HTTPResponse.Status, String) {
+        try await client.execute(uri: "/events", method: .post, headers: headers, body: ByteBuffer(string: body)) {
+            ($0.status, String(buffer: $0.body))
+        }
+    }
+
+    @Test func acceptedThenDuplicate() async throws {
+        let app = Application(router: makeRouter(events: try endpoint()))
+        let id = "019a4f6e-2b1c-7c3d-8e9f-0a1b2c3d4e5f"
+        let body = body(id: id)
+        let headers = try headers(id: id, body: body)
+        try await app.test(.router) { client in
+            let first = try await post(client, body: body, headers: headers)
+            #expect(first.0 == .ok)
+            #expect(first.1 == #"{"status":"accepted","id":"\#(id)"}"# + "\n")
+            let second = try await post(client, body: body, headers: headers)
+            #expect(second.0 == .ok)
+            #expect(second.1 == #"{"status":"duplicate","id":"\#(id)"}"# + "\n")
+        }
+        #expect(lines.all == [
+            #"EVENT {"id":"\#(id)","sequence":1,"type":"doorbell.pressed","gateway_id":"gw-0001","device":"front-door","occurred_at":"2026-11-22T14:03:07.123456Z","verified":["v1","v1a"]}"#,
+            "DUPLICATE \(id)",
+        ])
+        let stored = try store.allEvents()
+        #expect(stored.count == 1)
+        #expect(stored.first?.body == body)
+        #expect(stored.first?.verified == ["v1", "v1a"])
+    }
+
+    @Test func badSignatureIs401() async throws {
+        let app = Application(router: makeRouter(events: try endpoint()))
+        let body = body(id: "e1")
+        try await app.test(.router) { client in
+            let forged = try headers(id: "e1", body: body, signature: "v1,tZ1I4/hDygAJgO5TYxiSd6Sd0kDW6hPenDe+bTa3Kkw=")
+            let (status, text) = try await post(client, body: body, headers: forged)
+            #expect(status == .unauthorized)
+            #expect(text.contains(#""error":"bad_signature""#))
+            // Signed for other bytes than were sent.
+            let signedOther = try headers(id: "e1", body: body + " ")
+            let otherBytes = try await post(client, body: body, headers: signedOther)
+            #expect(otherBytes.0 == .unauthorized)
+        }
+        #expect(lines.all.count == 2)
+        #expect(lines.all.allSatisfy { $0.hasPrefix("REJECTED bad_signature id=e1 ") })
+        #expect(try store.allEvents().isEmpty)
+    }
+
+    @Test func staleTimestampIs401() async throws {
+        let app = Application(router: makeRouter(events: try endpoint()))
+        let body = body(id: "e1")
+        try await app.test(.router) { client in
+            let stale = try headers(id: "e1", body: body, timestamp: Self.now - 301)
+            let (status, text) = try await post(client, body: body, headers: stale)
+            #expect(status == .unauthorized)
+            #expect(text.contains(#""error":"stale_timestamp""#))
+            let edge = try headers(id: "e1", body: body, timestamp: Self.now + 300)
+            let atEdge = try await post(client, body: body, headers: edge)
+            #expect(atEdge.0 == .ok)
+        }
+        #expect(lines.all.first?.hasPrefix("REJECTED stale_timestamp id=e1 ") == true)
+    }
+
+    @Test(arguments: ["webhook-id", "webhook-timestamp", "webhook-signature"])
+    func missingHeaderIs401(_ header: String) async throws {
+        let app = Application(router: makeRouter(events: try endpoint()))
+        let body = body(id: "e1")
+        try await app.test(.router) { client in
+            let (status, text) = try await post(client, body: body, headers: try headers(id: "e1", body: body, omit: header))
+            #expect(status == .unauthorized)
+            #expect(text.contains("missing header \(header)"))
+        }
+        #expect(lines.all.count == 1)
+        #expect(lines.all.first?.hasPrefix("REJECTED missing_header ") == true)
+    }
+
+    @Test func invalidBodiesAre400() async throws {
+        let app = Application(router: makeRouter(events: try endpoint()))
+        try await app.test(.router) { client in
+            let array = "[1,2,3]"
+            let (status, text) = try await post(client, body: array, headers: try headers(id: "e1", body: array))
+            #expect(status == .badRequest)
+            #expect(text.contains("not a JSON object"))
+
+            let other = body(id: "e2")
+            let mismatch = try await post(client, body: other, headers: try headers(id: "e1", body: other))
+            #expect(mismatch.0 == .badRequest)
+            #expect(mismatch.1.contains(#""error":"id_mismatch""#))
+        }
+        #expect(lines.all.map { $0.split(separator: " ").prefix(2).joined(separator: " ") } ==
+                ["REJECTED invalid_body", "REJECTED id_mismatch"])
+    }
+
+    @Test func failFirstAnswers503ThenAccepts() async throws {
+        let app = Application(router: makeRouter(events: try endpoint(failFirst: 2)))
+        let body = body(id: "e1")
+        let headers = try headers(id: "e1", body: body)
+        try await app.test(.router) { client in
+            var statuses: [HTTPResponse.Status] = []
+            for _ in 0..<3 {
+                statuses.append(try await post(client, body: body, headers: headers).0)
+            }
+            #expect(statuses == [.serviceUnavailable, .serviceUnavailable, .ok])
+        }
+        #expect(lines.all.prefix(2) == ["UNAVAILABLE 1/2", "UNAVAILABLE 2/2"])
+        #expect(lines.all.last?.hasPrefix("EVENT ") == true)
+    }
+
+    @Test func liveServerReportsItsPortAndAnswersHealthz() async throws {
+        let readyFile = directory.appendingPathComponent("ready.json").path
+        let app = try makeApplication(
+            settings: ServerSettings(host: "127.0.0.1", port: 0, tls: nil, readyFile: readyFile),
+            events: try endpoint(), output: lines.output, logger: Logger(label: "test"))
+        try await app.test(.live) { client in
+            let status = try await client.execute(uri: "/healthz", method: .get) { $0.status }
+            #expect(status == .ok)
+            let port = try #require(client.port)
+            let ready = try String(contentsOfFile: readyFile, encoding: .utf8)
+            #expect(ready == "{\"port\": \(port)}\n")
+            #expect(lines.all.first == "LISTENING http://127.0.0.1:\(port)")
+        }
+    }
+}

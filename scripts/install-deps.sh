@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs what the build, the demo and the tests need, from Debian packages only, and only
+# what is missing. Safe to run again. Needs root (apt-get) unless everything is present.
+set -euo pipefail
+
+packages=(rtl-433 libcurl4-openssl-dev libsqlite3-dev openssl ca-certificates python3 sqlite3)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}"
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "install-deps: need root to apt-get install ${missing[*]} (run as root or install them yourself)" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if ! command -v swift >/dev/null 2>&1; then
+  echo "install-deps: the Swift 6.3 toolchain is not on PATH. Install it from swift.org (Debian 12 / aarch64 builds exist) and put its usr/bin on PATH." >&2
+  exit 1
+fi
