@@ -71,12 +71,13 @@ public struct RTL433Settings: Sendable, Equatable {
         self.restartMaxMs = restartMaxMs
     }
 
-    /// The full argv after the program name. Output options come first so a board's `args` can't
-    /// switch JSON off by accident; the agent parses nothing else.
+    /// The full argv after the program name. Output options come first (the agent parses JSON
+    /// only); `args` come before the conf file because rtl_433 applies options in order and a
+    /// `-R 0` after the conf file would disable the board's flex decoders.
     public var arguments: [String] {
         var argv = ["-F", "json", "-M", "time:unix:usec", "-M", "level"]
-        if let confFile { argv += ["-c", confFile] }
         argv += args
+        if let confFile { argv += ["-c", confFile] }
         for file in replay { argv += ["-r", file] }
         return argv
     }

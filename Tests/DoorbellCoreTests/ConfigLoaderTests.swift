@@ -38,7 +38,7 @@ import Testing
         #expect(c.paths.stateDir == "/etc/doorbell-agent/state")
         #expect(c.paths.controlSocket == PathSettings.defaultControlSocket)
         #expect(c.rtl433?.confFile == "/etc/doorbell-agent/rtl_433.conf")
-        #expect(c.rtl433?.arguments == ["-F", "json", "-M", "time:unix:usec", "-M", "level", "-c", "/etc/doorbell-agent/rtl_433.conf", "-d", "0"])
+        #expect(c.rtl433?.arguments == ["-F", "json", "-M", "time:unix:usec", "-M", "level", "-d", "0", "-c", "/etc/doorbell-agent/rtl_433.conf"])
         #expect(c.button.cooldownMicros == 2_000_000)
         #expect(c.devices.map(\.id) == ["front-door", "back-door"])
         #expect(c.devices[0].match == RTL433Match(fields: [("code", .integer(0x91568F))]))

@@ -56,7 +56,7 @@ final class PipelineIntegrationTests: XCTestCase {
             agent.stop()
             XCTAssertEqual(agent.process.terminationStatus, 0, "agent exit for \(recording.file): \(agent.stderr)")
 
-            let mine = cloud.events.filter { $0["device"]?["id"]?.stringValue == device }
+            let mine = cloud.events.filter { ($0["device"]?.stringValue ?? $0["device"]?["id"]?.stringValue) == device }
             XCTAssertEqual(mine.count, 1, "\(recording.file): expected exactly one event, got \(mine.count); agent log:\n\(agent.stderr.suffix(3000))")
             XCTAssertEqual(mine.first?["type"]?.stringValue, "doorbell.pressed", recording.file)
             let verified = mine.first?["verified"]?.arrayValues?.compactMap(\.stringValue) ?? []
@@ -105,7 +105,7 @@ final class PipelineIntegrationTests: XCTestCase {
         defer { again.stop() }
         eventually(60, "the buffered event delivered") { agentStatus(socket)?["outbox"]?["depth"]?.intValue == 0 && cloud.events.count >= 1 }
         XCTAssertEqual(cloud.events.count, 1, cloud.server?.stdout ?? "")
-        XCTAssertEqual(cloud.events.first?["device"]?["id"]?.stringValue, "front-door")
+        XCTAssertEqual(cloud.events.first?["device"]?.stringValue, "front-door")
         XCTAssertEqual(cloud.events.first?["sequence"]?.intValue, 1)
     }
 }

@@ -1,0 +1,256 @@
+import CSQLite
+import Glibc
+
+// The durable event queue. SQLite in WAL mode with synchronous=FULL: append() is one
+// transaction, and when it returns the event survives a power cut. A row leaves only when the
+// receiver acknowledged it. The per-gateway sequence lives in a meta row, so it never goes back
+// even after rows are deleted.
+
+public struct OutboxEntry: Sendable, Equatable {
+    public let id: String
+    public let sequence: Int64
+    public let type: String
+    public let body: [UInt8]
+    public let createdAtMs: Int64
+    public var attempts: Int
+    public var lastError: String?
+}
+
+public struct OutboxStats: Sendable, Equatable {
+    public var depth: Int
+    public var oldestCreatedAtMs: Int64?
+    public var lastSequence: Int64
+}
+
+public struct OutboxError: Error, Sendable, CustomStringConvertible, Equatable {
+    public enum Code: Sendable, Equatable { case cannotOpen, corrupt, full, readOnly, io, schema, closed }
+    public let code: Code
+    public let message: String
+    public var description: String { message }
+    public static func == (a: OutboxError, b: OutboxError) -> Bool { a.code == b.code }
+}
+
+public final class Outbox: @unchecked Sendable {
+    public static let schemaVersion: Int32 = 1
+    public let path: String
+    private var db: OpaquePointer?
+    private var mutex = pthread_mutex_t()
+    private var statements: [String: OpaquePointer] = [:]
+
+    public init(path: String) throws(OutboxError) {
+        self.path = path
+        pthread_mutex_init(&mutex, nil)
+        var handle: OpaquePointer?
+        let rc = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nil)
+        db = handle
+        guard rc == SQLITE_OK else {
+            let error = fail(rc, "cannot open outbox \(path)")
+            sqlite3_close(handle)
+            db = nil
+            throw error
+        }
+        sqlite3_busy_timeout(handle, 5_000)
+        do {
+            try exec("PRAGMA journal_mode=WAL")
+            try exec("PRAGMA synchronous=FULL")
+            try migrate()
+        } catch {
+            sqlite3_close(handle)
+            db = nil
+            throw error
+        }
+    }
+
+    deinit {
+        close()
+        pthread_mutex_destroy(&mutex)
+    }
+
+    public func close() {
+        locked {
+            for (_, s) in statements { sqlite3_finalize(s) }
+            statements = [:]
+            if let db { sqlite3_close(db) }
+            db = nil
+        }
+    }
+
+    private func locked<R>(_ body: () throws(OutboxError) -> R) throws(OutboxError) -> R {
+        pthread_mutex_lock(&mutex)
+        defer { pthread_mutex_unlock(&mutex) }
+        return try body()
+    }
+
+    private func locked(_ body: () -> Void) {
+        pthread_mutex_lock(&mutex)
+        defer { pthread_mutex_unlock(&mutex) }
+        body()
+    }
+
+    private func migrate() throws(OutboxError) {
+        let version = try queryInt("PRAGMA user_version") ?? 0
+        if version > Int64(Self.schemaVersion) {
+            throw OutboxError(code: .schema, message: "outbox \(path) has schema version \(version), newer than this agent understands (\(Self.schemaVersion)). Install the newer agent again, or move the file aside to start an empty outbox.")
+        }
+        if version == 0 {
+            try exec("""
+            BEGIN IMMEDIATE;
+            CREATE TABLE IF NOT EXISTS events (
+                id TEXT PRIMARY KEY,
+                sequence INTEGER NOT NULL UNIQUE,
+                type TEXT NOT NULL,
+                body BLOB NOT NULL,
+                created_at_ms INTEGER NOT NULL,
+                attempts INTEGER NOT NULL DEFAULT 0,
+                next_attempt_at_ms INTEGER NOT NULL DEFAULT 0,
+                last_error TEXT
+            );
+            CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+            INSERT OR IGNORE INTO meta (key, value) VALUES ('last_sequence', 0), ('delivered', 0);
+            PRAGMA user_version = 1;
+            COMMIT;
+            """)
+        }
+    }
+
+    // MARK: - Operations
+
+    public func append(id: String, type: String, createdAtMs: Int64, makeBody: (Int64) -> [UInt8]) throws(OutboxError) -> OutboxEntry {
+        try locked { () throws(OutboxError) -> OutboxEntry in
+            try exec("BEGIN IMMEDIATE")
+            do throws(OutboxError) {
+                let sequence = (try queryInt("SELECT value FROM meta WHERE key = 'last_sequence'") ?? 0) + 1
+                let body = makeBody(sequence)
+                try run("UPDATE meta SET value = ? WHERE key = 'last_sequence'", [.int(sequence)])
+                try run("INSERT INTO events (id, sequence, type, body, created_at_ms) VALUES (?, ?, ?, ?, ?)",
+                        [.text(id), .int(sequence), .text(type), .blob(body), .int(createdAtMs)])
+                try exec("COMMIT")
+                return OutboxEntry(id: id, sequence: sequence, type: type, body: body, createdAtMs: createdAtMs, attempts: 0, lastError: nil)
+            } catch {
+                try? exec("ROLLBACK")
+                throw error
+            }
+        }
+    }
+
+    public func pending(limit: Int) throws(OutboxError) -> [OutboxEntry] {
+        try locked { () throws(OutboxError) -> [OutboxEntry] in
+            let stmt = try prepare("SELECT id, sequence, type, body, created_at_ms, attempts, last_error FROM events ORDER BY sequence LIMIT ?")
+            defer { sqlite3_reset(stmt) }
+            sqlite3_bind_int64(stmt, 1, Int64(limit))
+            var out: [OutboxEntry] = []
+            while true {
+                let rc = sqlite3_step(stmt)
+                if rc == SQLITE_DONE { break }
+                guard rc == SQLITE_ROW else { throw fail(rc, "cannot read the outbox") }
+                let count = Int(sqlite3_column_bytes(stmt, 3))
+                var body = [UInt8](repeating: 0, count: count)
+                if count > 0, let blob = sqlite3_column_blob(stmt, 3) {
+                    body.withUnsafeMutableBytes { $0.copyMemory(from: UnsafeRawBufferPointer(start: blob, count: count)) }
+                }
+                out.append(OutboxEntry(
+                    id: text(stmt, 0) ?? "", sequence: sqlite3_column_int64(stmt, 1), type: text(stmt, 2) ?? "",
+                    body: body, createdAtMs: sqlite3_column_int64(stmt, 4), attempts: Int(sqlite3_column_int64(stmt, 5)),
+                    lastError: text(stmt, 6)))
+            }
+            return out
+        }
+    }
+
+    public func markDelivered(id: String) throws(OutboxError) {
+        try locked { () throws(OutboxError) in
+            try exec("BEGIN IMMEDIATE")
+            do throws(OutboxError) {
+                try run("DELETE FROM events WHERE id = ?", [.text(id)])
+                if sqlite3_changes(db) > 0 { try run("UPDATE meta SET value = value + 1 WHERE key = 'delivered'", []) }
+                try exec("COMMIT")
+            } catch {
+                try? exec("ROLLBACK")
+                throw error
+            }
+        }
+    }
+
+    public func recordFailure(id: String, error message: String, nextAttemptAtMs: Int64) throws(OutboxError) {
+        try locked { () throws(OutboxError) in
+            try run("UPDATE events SET attempts = attempts + 1, last_error = ?, next_attempt_at_ms = ? WHERE id = ?",
+                    [.text(String(message.prefix(500))), .int(nextAttemptAtMs), .text(id)])
+        }
+    }
+
+    public func stats() throws(OutboxError) -> OutboxStats {
+        try locked { () throws(OutboxError) -> OutboxStats in
+            let depth = try queryInt("SELECT COUNT(*) FROM events") ?? 0
+            let oldest = try queryInt("SELECT MIN(created_at_ms) FROM events")
+            let last = try queryInt("SELECT value FROM meta WHERE key = 'last_sequence'") ?? 0
+            return OutboxStats(depth: Int(depth), oldestCreatedAtMs: oldest, lastSequence: last)
+        }
+    }
+
+    // MARK: - SQLite plumbing
+
+    enum Value { case int(Int64), text(String), blob([UInt8]) }
+
+    private func fail(_ rc: Int32, _ what: String) -> OutboxError {
+        let detail = db.flatMap { sqlite3_errmsg($0) }.map { String(cString: $0) } ?? String(cString: sqlite3_errstr(rc))
+        switch rc & 0xFF {
+        case SQLITE_FULL:
+            return OutboxError(code: .full, message: "\(what): the disk is full (\(path)). Free space on the state directory's filesystem; events are kept as long as possible.")
+        case SQLITE_READONLY:
+            return OutboxError(code: .readOnly, message: "\(what): \(path) is read-only (\(detail)). The state directory must be writable by the doorbell-agent user.")
+        case SQLITE_CANTOPEN, SQLITE_PERM, SQLITE_AUTH:
+            return OutboxError(code: .cannotOpen, message: "\(what): \(detail). The state directory must exist and be writable by the doorbell-agent user (StateDirectory= in the unit).")
+        case SQLITE_CORRUPT, SQLITE_NOTADB:
+            return OutboxError(code: .corrupt, message: "\(what): \(path) is damaged (\(detail)). Stop the agent and move the file aside; a new outbox is created at the next start.")
+        default:
+            return OutboxError(code: .io, message: "\(what): \(detail)")
+        }
+    }
+
+    private func exec(_ sql: String) throws(OutboxError) {
+        guard let db else { throw OutboxError(code: .closed, message: "the outbox is closed") }
+        let rc = sqlite3_exec(db, sql, nil, nil, nil)
+        guard rc == SQLITE_OK else { throw fail(rc, "outbox statement failed") }
+    }
+
+    private func prepare(_ sql: String) throws(OutboxError) -> OpaquePointer {
+        guard let db else { throw OutboxError(code: .closed, message: "the outbox is closed") }
+        if let s = statements[sql] { return s }
+        var stmt: OpaquePointer?
+        let rc = sqlite3_prepare_v2(db, sql, -1, &stmt, nil)
+        guard rc == SQLITE_OK, let stmt else { throw fail(rc, "cannot prepare an outbox statement") }
+        statements[sql] = stmt
+        return stmt
+    }
+
+    private func run(_ sql: String, _ values: [Value]) throws(OutboxError) {
+        let stmt = try prepare(sql)
+        defer { sqlite3_reset(stmt); sqlite3_clear_bindings(stmt) }
+        for (i, v) in values.enumerated() {
+            let index = Int32(i + 1)
+            switch v {
+            case let .int(n): sqlite3_bind_int64(stmt, index, n)
+            case let .text(s): sqlite3_bind_text(stmt, index, s, -1, doorbell_sqlite_transient())
+            case let .blob(b): b.withUnsafeBytes { _ = sqlite3_bind_blob(stmt, index, $0.baseAddress, Int32($0.count), doorbell_sqlite_transient()) }
+            }
+        }
+        let rc = sqlite3_step(stmt)
+        guard rc == SQLITE_DONE || rc == SQLITE_ROW else { throw fail(rc, "outbox write failed") }
+    }
+
+    private func queryInt(_ sql: String) throws(OutboxError) -> Int64? {
+        let stmt = try prepare(sql)
+        defer { sqlite3_reset(stmt) }
+        let rc = sqlite3_step(stmt)
+        guard rc == SQLITE_ROW else {
+            if rc == SQLITE_DONE { return nil }
+            throw fail(rc, "cannot read the outbox")
+        }
+        return sqlite3_column_type(stmt, 0) == SQLITE_NULL ? nil : sqlite3_column_int64(stmt, 0)
+    }
+
+    private func text(_ stmt: OpaquePointer, _ column: Int32) -> String? {
+        guard let p = sqlite3_column_text(stmt, column) else { return nil }
+        return String(cString: p)
+    }
+}
