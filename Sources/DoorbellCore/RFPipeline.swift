@@ -76,9 +76,14 @@ public struct RFPipeline: Sendable {
         } else {
             device = DeviceRef(id: frame.identity, name: frame.model, radio: radio)
         }
+        return track(device: device, frame: frame, at: time)
+    }
+
+    private mutating func track(device: DeviceRef, frame: RFFrame, at time: ReceiveTime) -> [AgentEvent] {
         guard let output = tracker.observe(device: device.id, at: time.monoMicros) else { return [] }
         switch output {
         case let .pressed(_, _, suppressed):
+            if pressFrames.count >= ButtonTracker.maxTrackedDevices { pressFrames.removeAll(keepingCapacity: true) }
             pressFrames[device.id] = frame
             return [AgentEvent(type: .doorbellPressed, device: device, occurredAtMicros: time.wallMicros,
                                clockSynced: time.clockSynced, data: details(frame, extra: [("suppressed", .number(Double(suppressed)))]))]

@@ -67,14 +67,21 @@ public enum RTL433Decoder {
         switch v {
         case let .number(n):
             guard n >= 0, n.rounded() == n, n < 9.007_199_254_740_992e15 else { return nil }
-            return String(Int64(n), radix: 16)
+            return hex(Int64(n))
         case let .string(s):
             var t = Substring(s.lowercased())
             if t.hasPrefix("0x") { t = t.dropFirst(2) }
             guard !t.isEmpty, let v = Int64(t, radix: 16) else { return nil }
-            return String(v, radix: 16)
+            return hex(v)
         default: return nil
         }
+    }
+
+    /// At least six digits: most fixed-code remotes send 24-bit words, and "04cdf8" is how
+    /// installers read them off the label or a Flipper.
+    static func hex(_ v: Int64) -> String {
+        let s = String(v, radix: 16)
+        return s.count >= 6 ? s : String(repeating: "0", count: 6 - s.count) + s
     }
 
     static func scalarText(_ v: JSONValue) -> String? {

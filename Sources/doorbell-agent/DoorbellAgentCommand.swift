@@ -113,7 +113,11 @@ extension DoorbellAgentCommand {
             var sequence: Int64 = 0
             var rng = SystemRandomNumberGenerator()
             var lastTime: Int64 = 0
-            for file in files {
+            for (index, file) in files.enumerated() {
+                // Each file is its own recording: start it a minute after the previous one ended,
+                // so presses in different files never merge (and no cooldown applies).
+                let fileStart: Int64 = index == 0 ? 0 : lastTime + 60_000_000
+                var fileOrigin: Int64?
                 guard let bytes = readFile(file, maxBytes: 256 << 20) else {
                     printError("\(file): cannot read: \(errnoText())")
                     throw ExitCode(66)
@@ -121,10 +125,11 @@ extension DoorbellAgentCommand {
                 for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
                     let frameTime: Int64?
                     if case let .frame(f) = RTL433Decoder.decode(line: line) { frameTime = f.timeMicros } else { frameTime = nil }
-                    let mono = frameTime ?? lastTime
+                    if fileOrigin == nil, let frameTime { fileOrigin = frameTime }
+                    let mono = frameTime.map { fileStart + $0 - (fileOrigin ?? 0) } ?? max(lastTime, fileStart)
                     lastTime = mono
                     // Unix times stay as they are; offsets count from the start of the replay.
-                    let wall = mono > 1_000_000_000_000_000 ? mono : startWall + mono
+                    let wall = (frameTime ?? 0) > 1_000_000_000_000_000 ? (frameTime ?? 0) : startWall + mono
                     for event in pipeline.handle(line: line, at: ReceiveTime(monoMicros: mono, wallMicros: wall, clockSynced: true)) {
                         sequence += 1
                         let id = UUIDv7.make(unixMillis: wall / 1000, random: &rng)

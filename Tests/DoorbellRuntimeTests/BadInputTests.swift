@@ -15,7 +15,7 @@ final class BadInputTests: XCTestCase {
         url = "https://127.0.0.1:1/events"
         hmac_secret_fle = "x"
         """)
-        let r = try run(Paths.agentBinary, ["check-config", config])
+        let r = try runCommand(Paths.agentBinary, ["check-config", config])
         XCTAssertEqual(r.status, 78)
         XCTAssertTrue(r.stderr.contains("agent.toml:6:1: uplink.hmac_secret_fle: unknown key; did you mean \"hmac_secret_file\"?"), r.stderr)
     }
@@ -33,7 +33,7 @@ final class BadInputTests: XCTestCase {
         ca_file = "missing-ca.pem"
         """)
         for args in [["check-config", config], ["run", "--config", config]] {
-            let r = try run(Paths.agentBinary, args)
+            let r = try runCommand(Paths.agentBinary, args)
             XCTAssertEqual(r.status, 78, args.joined(separator: " "))
             XCTAssertTrue(r.stderr.contains("uplink.ca_file: cannot read CA file \(dir.path)/missing-ca.pem"), r.stderr)
         }
@@ -90,7 +90,7 @@ final class BadInputTests: XCTestCase {
         let agent = try Child(Paths.agentBinary, ["run", "--config", config], dir: dir, name: "agent")
         defer { agent.stop() }
         eventually(30, "radio shows missing") { agentStatus(socket)?["radios"]?.arrayFirst?["state"]?.stringValue == "missing" }
-        let r = try run(Paths.agentctlBinary, ["status", "--socket", socket])
+        let r = try runCommand(Paths.agentctlBinary, ["status", "--socket", socket])
         XCTAssertEqual(r.status, 1, "degraded exits 1")
         XCTAssertTrue(r.stdout.contains("program not found. Install it (for rtl_433: apt-get install rtl-433)"), r.stdout)
     }
@@ -98,7 +98,7 @@ final class BadInputTests: XCTestCase {
     func testAgentctlWithoutAgentExits69() throws {
         try requireFile(Paths.agentctlBinary, "agentctl")
         let dir = try TempDir()
-        let r = try run(Paths.agentctlBinary, ["status", "--socket", dir.file("nobody.sock")])
+        let r = try runCommand(Paths.agentctlBinary, ["status", "--socket", dir.file("nobody.sock")])
         XCTAssertEqual(r.status, 69)
         XCTAssertTrue(r.stderr.contains("is doorbell-agent running?"), r.stderr)
     }

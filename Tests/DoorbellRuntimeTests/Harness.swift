@@ -104,7 +104,7 @@ func eventually(_ seconds: Double = 30, _ what: String, file: StaticString = #fi
 }
 
 @discardableResult
-func run(_ executable: String, _ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
+func runCommand(_ executable: String, _ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
     let p = Process()
     p.executableURL = URL(fileURLWithPath: executable)
     p.arguments = arguments
@@ -133,7 +133,7 @@ final class CloudFixture {
         self.dir = dir
         try requireFile(Paths.cloudBinary, "doorbell-cloud")
         let pki = dir.file("pki")
-        let r = try run("/bin/bash", [Paths.repoRoot + "/scripts/make-test-pki.sh", pki])
+        let r = try runCommand("/bin/bash", [Paths.repoRoot + "/scripts/make-test-pki.sh", pki])
         XCTAssertEqual(r.status, 0, r.stderr)
         caFile = pki + "/ca.pem"
         var secret = [UInt8](repeating: 0, count: 24)
@@ -217,6 +217,6 @@ func agentConfig(gateway: String = "gw-test", stateDir: String, socket: String, 
 
 /// `agentctl status --json` for the agent on `socket`.
 func agentStatus(_ socket: String) -> JSONValue? {
-    guard let r = try? run(Paths.agentctlBinary, ["status", "--json", "--socket", socket]) else { return nil }
+    guard let r = try? runCommand(Paths.agentctlBinary, ["status", "--json", "--socket", socket]) else { return nil }
     return try? JSONReader.parse(r.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
 }
