@@ -145,6 +145,67 @@ public final class Agent: @unchecked Sendable {
         log.notice("agent.stopped", [])
     }
 
+    // MARK: - Liveness and service manager
+
+    /// The watchdog ping is earned, not timed: the pipeline lock and the outbox must answer and the
+    /// uplink must not be wedged in one request for longer than its own timeout allows.
+    public func isAlive() -> Bool {
+        _ = pipeline.withLock { $0.counters.lines }
+        guard (try? outbox.stats()) != nil else { return false }
+        if let deliverer, let uplink = config.uplink, let since = deliverer.busySinceMicros {
+            let limit = Int64(uplink.connectTimeoutMs + uplink.requestTimeoutMs) * 1000 + 30_000_000
+            if Clocks.monotonicMicros() - since > limit { return false }
+        }
+        return true
+    }
+
+    /// One line for systemd's STATUS= and the log.
+    public func summary() -> String {
+        let s = statusJSON()
+        func n(_ v: JSONValue?) -> String { v?.intValue.map(String.init) ?? "-" }
+        var parts: [String] = []
+        if case let .array(radios)? = s["radios"] {
+            for r in radios { parts.append("\(r["name"]?.stringValue ?? "radio") \(r["state"]?.stringValue ?? "?")") }
+        }
+        parts.append("presses \(n(s["presses"]?["forwarded"]))")
+        parts.append("outbox \(n(s["outbox"]?["depth"]))")
+        if s["uplink"] != .null { parts.append("delivered \(n(s["uplink"]?["delivered"]))") }
+        parts.append(s["health"]?.stringValue ?? "?")
+        return parts.joined(separator: ", ")
+    }
+
+    /// Runs until SIGTERM/SIGINT, keeping systemd informed (READY, STATUS, WATCHDOG, STOPPING).
+    public func runUntilStopped(notifier: SystemdNotifier?) {
+        notifier?.notify("READY=1\nSTATUS=\(summary())")
+        let watchdog = SystemdNotifier.watchdogMicros()
+        // Ping at half the interval; without a watchdog, refresh STATUS now and then.
+        let tick = watchdog.map { $0 / 2 } ?? 30_000_000
+        var lastStatus = ""
+        while true {
+            if let sig = StopSignals.wait(timeoutMicros: notifier == nil ? nil : tick) {
+                if sig == SIGHUP {
+                    log.notice("agent.sighup_ignored", [("hint", "config reload is not implemented yet; restart the service")])
+                    continue
+                }
+                break
+            }
+            guard let notifier else { continue }
+            let status = summary()
+            var message = status == lastStatus ? "" : "STATUS=\(status)"
+            lastStatus = status
+            if watchdog != nil {
+                if isAlive() {
+                    message += (message.isEmpty ? "" : "\n") + "WATCHDOG=1"
+                } else {
+                    log.error("agent.watchdog_withheld", [("hint", "the pipeline is stuck; systemd will restart the agent")])
+                }
+            }
+            if !message.isEmpty { notifier.notify(message) }
+        }
+        notifier?.notify("STOPPING=1")
+        stop()
+    }
+
     // MARK: - Control
 
     func handleControl(_ request: JSONValue) -> JSONValue {
@@ -235,13 +296,22 @@ public enum StopSignals {
         signal(SIGPIPE, SIG_IGN)
     }
 
-    /// Returns the signal that arrived. SIGHUP is returned too (config reload comes later).
-    public static func wait() -> Int32 {
+    /// Returns the signal that arrived, or nil when `timeoutMicros` passed first.
+    public static func wait(timeoutMicros: Int64?) -> Int32? {
         var set = sigset_t()
         sigemptyset(&set)
         for s in [SIGTERM, SIGINT, SIGHUP] { sigaddset(&set, s) }
-        var sig: Int32 = 0
-        while sigwait(&set, &sig) != 0 {}
-        return sig
+        guard let timeoutMicros else {
+            var sig: Int32 = 0
+            while sigwait(&set, &sig) != 0 {}
+            return sig
+        }
+        var ts = timespec(tv_sec: Int(timeoutMicros / 1_000_000), tv_nsec: Int(timeoutMicros % 1_000_000) * 1_000)
+        while true {
+            let sig = sigtimedwait(&set, nil, &ts)
+            if sig > 0 { return sig }
+            if errno == EINTR { continue }
+            return nil
+        }
     }
 }

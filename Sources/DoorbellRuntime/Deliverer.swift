@@ -30,6 +30,9 @@ public final class Deliverer: @unchecked Sendable {
     /// everything is due at once, which is what an installer expects after fixing the network.
     private var notBefore: [String: Int64] = [:]
     private var client: HTTPSClient?
+    private let busySince = Locked<Int64?>(nil)
+    /// Monotonic time the current request started, nil when idle.
+    public var busySinceMicros: Int64? { busySince.snapshot }
 
     public init(settings: UplinkSettings, gatewayID: String, signer: WebhookSigner, outbox: Outbox, log: Logger) {
         self.settings = settings
@@ -126,7 +129,10 @@ public final class Deliverer: @unchecked Sendable {
             return false
         }
         let started = Clocks.monotonicMicros()
-        switch client.post(body: entry.body, headers: headers) {
+        busySince.withLock { $0 = started }
+        let result = client.post(body: entry.body, headers: headers)
+        busySince.withLock { $0 = nil }
+        switch result {
         case let .failure(error):
             fail(entry, error.description)
             return false

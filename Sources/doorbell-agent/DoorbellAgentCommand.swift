@@ -65,15 +65,7 @@ extension DoorbellAgentCommand {
                 log.error("agent.start_failed", [("error", error.description)])
                 throw ExitCode(error.exitCode)
             }
-            while true {
-                let sig = StopSignals.wait()
-                if sig == SIGHUP {
-                    log.notice("agent.sighup_ignored", [("hint", "config reload is not implemented yet; restart the service")])
-                    continue
-                }
-                break
-            }
-            agent.stop()
+            agent.runUntilStopped(notifier: SystemdNotifier())
         }
     }
 
