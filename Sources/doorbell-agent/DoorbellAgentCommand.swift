@@ -9,7 +9,7 @@ struct DoorbellAgentCommand: ParsableCommand {
         commandName: "doorbell-agent",
         abstract: "Doorbell base station agent: radios → presses → signed HTTPS events.",
         version: AgentVersion.current,
-        subcommands: [Run.self, CheckConfig.self, Replay.self, Pubkey.self, Version.self],
+        subcommands: [Run.self, CheckConfig.self, Replay.self, Pubkey.self, EncodeOOK.self, Version.self],
         defaultSubcommand: Run.self
     )
 }
@@ -157,6 +157,43 @@ extension DoorbellAgentCommand {
                 printError("\(error)")
                 throw ExitCode(73)
             }
+        }
+    }
+
+    struct EncodeOOK: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "encode-ook",
+            abstract: "Write an EV1527 button press as rtl_433 pulse data (.ook) to stdout.",
+            discussion: "Test a decoder setup without a transmitter: rtl_433 -c board/common/rtl_433-doorbells.conf -r FILE.ook")
+
+        @Option(help: "24-bit code, hex (e.g. 0x5A3C91).") var code: String
+        @Option(help: "Time unit T in microseconds.") var tUs = 350
+        @Option(help: "Words per press.") var repeats = 20
+        @Option(help: "Uniform timing jitter, ± microseconds.") var jitterUs = 30
+        @Option(help: "Presses, separated by --gap-ms.") var presses = 1
+        @Option(help: "Silence between presses, milliseconds.") var gapMs = 5_000
+        @Option(help: "Random seed (same seed, same file).") var seed: UInt64 = 1
+
+        func validate() throws {
+            guard let v = ConfigLoader.parseCode(code), v >= 0, v < 1 << 24 else { throw ValidationError("--code must be a 24-bit hex code like 0x5A3C91") }
+            guard (50...2_000).contains(tUs) else { throw ValidationError("--t-us must be 50...2000") }
+            guard (1...200).contains(repeats), (0...500).contains(jitterUs), (1...100).contains(presses) else {
+                throw ValidationError("--repeats 1...200, --jitter-us 0...500, --presses 1...100")
+            }
+        }
+
+        func run() {
+            let value = UInt32(ConfigLoader.parseCode(code) ?? 0)
+            var rng = SeededRandom(seed: seed)
+            let encoder = EV1527Encoder(timeUnitMicros: tUs, repeats: repeats, jitterMicros: jitterUs)
+            var pulses: [Pulse] = []
+            for i in 0..<presses {
+                var press = encoder.press(code: value, random: &rng)
+                // A press ends after its last bit; the next one starts after the silence.
+                if i < presses - 1, let last = press.indices.last { press[last].lowMicros = gapMs * 1000 }
+                pulses += press
+            }
+            print(OOKPulseFile.write(pulses, comment: "doorbell-agent encode-ook --code \(code) --t-us \(tUs) --repeats \(repeats) --jitter-us \(jitterUs) --presses \(presses) --seed \(seed)"), terminator: "")
         }
     }
 
