@@ -61,7 +61,7 @@ let package = Package(
         .testTarget(
             name: "DoorbellRuntimeTests",
             dependencies: [
-                "DoorbellCore", "DoorbellRuntime",
+                "DoorbellCore", "DoorbellRuntime", "CSQLite",
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),

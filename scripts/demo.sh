@@ -61,6 +61,9 @@ echo
 echo "=== events delivered to the receiver (verified) ==="
 grep '^EVENT ' "$work/cloud.log" | sed 's/^EVENT //' || true
 echo
+echo "=== stored at the receiver: the exact signed bodies (doorbell-cloud events) ==="
+"$cloud" events --db "$work/cloud.sqlite" || true
+echo
 echo "=== agentctl status ==="
 "$agentctl" status --socket "$work/control.sock" || true
 echo

@@ -59,8 +59,22 @@ public enum ConfigLoader {
     /// Relative paths in the config are relative to the config file's own folder, so a board
     /// profile works from wherever it is installed or checked out.
     static func resolve(_ path: String, baseDir: String) -> String {
-        if path.hasPrefix("/") { return path }
-        return baseDir == "." ? path : baseDir + "/" + path
+        if path.hasPrefix("/") { return normalize(path) }
+        return normalize(baseDir == "." ? path : baseDir + "/" + path)
+    }
+
+    /// Folds "." and "a/.." so logs and status show the path an installer would type.
+    static func normalize(_ path: String) -> String {
+        let absolute = path.hasPrefix("/")
+        var parts: [Substring] = []
+        for part in path.split(separator: "/", omittingEmptySubsequences: true) {
+            if part == "." { continue }
+            if part == "..", let last = parts.last, last != ".." { parts.removeLast(); continue }
+            if part == "..", absolute { continue }
+            parts.append(part)
+        }
+        let joined = parts.joined(separator: "/")
+        return absolute ? "/" + joined : (joined.isEmpty ? "." : joined)
     }
 
     static func readAgent(_ root: TOMLNode, sink: IssueSink, baseDir: String, checks: ConfigFileChecks) -> AgentConfig? {

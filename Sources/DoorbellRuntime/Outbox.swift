@@ -20,6 +20,11 @@ public struct OutboxStats: Sendable, Equatable {
     public var depth: Int
     public var oldestCreatedAtMs: Int64?
     public var lastSequence: Int64
+    public init(depth: Int, oldestCreatedAtMs: Int64?, lastSequence: Int64) {
+        self.depth = depth
+        self.oldestCreatedAtMs = oldestCreatedAtMs
+        self.lastSequence = lastSequence
+    }
 }
 
 public struct OutboxError: Error, Sendable, CustomStringConvertible, Equatable {

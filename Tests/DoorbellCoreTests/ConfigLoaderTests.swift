@@ -121,3 +121,16 @@ import Testing
         }
     }
 }
+
+@Suite struct PathResolutionTests {
+    @Test(arguments: [
+        ("/repo/board/sim/agent.toml", "../../.work/sim/state", "/repo/.work/sim/state"),
+        ("board/sim/agent.toml", "./recordings/a.ook", "board/sim/recordings/a.ook"),
+        ("agent.toml", "state", "state"),
+        ("/etc/agent.toml", "/../x", "/x"),
+    ])
+    func relativePathsResolveAgainstTheConfigFolder(file: String, value: String, expected: String) throws {
+        let c = try ConfigLoader.parse(text: "gateway_id = \"gw\"\n[paths]\nstate_dir = \"\(value)\"\n", file: file)
+        #expect(c.paths.stateDir == expected)
+    }
+}

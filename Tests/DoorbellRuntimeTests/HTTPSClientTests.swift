@@ -1,0 +1,96 @@
+import DoorbellCore
+import DoorbellRuntime
+import Foundation
+import XCTest
+
+/// libcurl against a real TLS server on loopback (Tests/helpers/https_test_server.py).
+final class HTTPSClientTests: XCTestCase {
+    var dir: TempDir!
+    var server: Child?
+    var port = 0
+
+    override func setUpWithError() throws {
+        dir = try TempDir()
+        let r = try runCommand("/bin/bash", [Paths.repoRoot + "/scripts/make-test-pki.sh", dir.file("pki")])
+        XCTAssertEqual(r.status, 0, r.stderr)
+    }
+
+    override func tearDown() { server?.stop() }
+
+    func startServer(script: String) throws {
+        let ready = dir.file("ready.json")
+        server = try Child("/usr/bin/python3", [Paths.repoRoot + "/Tests/helpers/https_test_server.py",
+                                                "--cert", dir.file("pki/server.pem"), "--key", dir.file("pki/server.key"),
+                                                "--script", script, "--log", dir.file("requests.jsonl"),
+                                                "--ready-file", ready, "--max-seconds", "30"], dir: dir, name: "server")
+        eventually(20, "test server ready") { FileManager.default.fileExists(atPath: ready) }
+        port = Int((try? JSONReader.parse(String(contentsOfFile: ready, encoding: .utf8)))?["port"]?.intValue ?? 0)
+    }
+
+    var requests: [JSONValue] {
+        ((try? String(contentsOfFile: dir.file("requests.jsonl"), encoding: .utf8)) ?? "")
+            .split(separator: "\n").compactMap { try? JSONReader.parse(String($0)) }
+    }
+
+    func client(caFile: String? = nil, timeoutMs: Int = 5_000) throws -> HTTPSClient {
+        try HTTPSClient(options: HTTPSClientOptions(url: "https://127.0.0.1:\(port)/events", caFile: caFile ?? dir.file("pki/ca.pem"),
+                                                    connectTimeoutMs: 2_000, requestTimeoutMs: timeoutMs, userAgent: "test"))
+    }
+
+    func testBodyAndHeadersArriveExactlyAndOneConnectionIsReused() throws {
+        try startServer(script: "200,503,200")
+        let c = try client()
+        let body = Array(#"{"id":"x","n":"é"}"#.utf8)
+        var statuses: [Int] = []
+        for _ in 0..<3 {
+            guard case let .success(r) = c.post(body: body, headers: [("webhook-id", "x"), ("Content-Type", "application/json")]) else {
+                return XCTFail("request failed")
+            }
+            statuses.append(r.status)
+            XCTAssertEqual(r.header("content-type"), "application/json")
+        }
+        XCTAssertEqual(statuses, [200, 503, 200])
+        let seen = requests
+        XCTAssertEqual(seen.count, 3)
+        XCTAssertEqual(seen.first?["body"]?.stringValue.map { Array($0.unicodeScalars.map { UInt8($0.value) }) }, body)
+        XCTAssertEqual(seen.first?["headers"]?["webhook-id"]?.stringValue, "x")
+        XCTAssertEqual(Set(seen.compactMap { $0["connection"]?.intValue }), [1], "all requests on one kept-alive connection")
+    }
+
+    func testRedirectIsReturnedNotFollowed() throws {
+        try startServer(script: "302")
+        guard case let .success(r) = try client().post(body: [], headers: []) else { return XCTFail("request failed") }
+        XCTAssertEqual(r.status, 302)
+        XCTAssertEqual(requests.count, 1)
+    }
+
+    func testWrongCAIsATLSVerificationErrorWithAHint() throws {
+        try startServer(script: "200")
+        let other = try TempDir()
+        _ = try runCommand("/bin/bash", [Paths.repoRoot + "/scripts/make-test-pki.sh", other.file("pki")])
+        guard case let .failure(e) = try client(caFile: other.file("pki/ca.pem")).post(body: [], headers: []) else {
+            return XCTFail("must not trust a server signed by another CA")
+        }
+        XCTAssertEqual(e.code, .tlsVerify)
+        XCTAssertTrue(e.message.contains("uplink.ca_file"), e.message)
+    }
+
+    func testNothingListeningIsConnectionRefused() throws {
+        port = try freeLoopbackPort()
+        guard case let .failure(e) = try client().post(body: [], headers: []) else { return XCTFail("nothing listens there") }
+        XCTAssertEqual(e.code, .connectionRefused)
+        XCTAssertTrue(e.message.contains("Is the receiver running"), e.message)
+    }
+
+    func testServerThatNeverAnswersTimesOut() throws {
+        try startServer(script: "hang")
+        guard case let .failure(e) = try client(timeoutMs: 700).post(body: [1], headers: []) else { return XCTFail("must time out") }
+        XCTAssertEqual(e.code, .timeout)
+    }
+
+    func testMissingCAFileFailsAtInit() {
+        XCTAssertThrowsError(try HTTPSClient(options: HTTPSClientOptions(url: "https://127.0.0.1:1/", caFile: "/nonexistent/ca.pem"))) { error in
+            XCTAssertTrue("\(error)".contains("cannot read CA file /nonexistent/ca.pem"), "\(error)")
+        }
+    }
+}

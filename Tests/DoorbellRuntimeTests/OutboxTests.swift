@@ -1,0 +1,107 @@
+import CSQLite
+import DoorbellRuntime
+import Foundation
+import XCTest
+
+/// The outbox on a real SQLite file in a temp directory.
+final class OutboxTests: XCTestCase {
+    func body(_ s: Int64) -> [UInt8] { Array("{\"sequence\":\(s),\"bytes\":\"\u{0}\u{1}é\"}".utf8) + [0, 255] }
+
+    func testAppendPendingDeliverKeepsOrderAndExactBytes() throws {
+        let dir = try TempDir()
+        let outbox = try Outbox(path: dir.file("outbox.sqlite"))
+        var ids: [String] = []
+        for i in 0..<5 {
+            let e = try outbox.append(id: "e\(i)", type: "doorbell.pressed", createdAtMs: 1_000 + Int64(i)) { self.body($0) }
+            XCTAssertEqual(e.sequence, Int64(i + 1))
+            ids.append(e.id)
+        }
+        let pending = try outbox.pending(limit: 10)
+        XCTAssertEqual(pending.map(\.id), ids)
+        XCTAssertEqual(pending.map(\.body), (1...5).map { body(Int64($0)) })
+        try outbox.markDelivered(id: "e0")
+        try outbox.recordFailure(id: "e1", error: "HTTP 503", nextAttemptAtMs: 99)
+        let after = try outbox.pending(limit: 2)
+        XCTAssertEqual(after.map(\.id), ["e1", "e2"])
+        XCTAssertEqual(after.first?.attempts, 1)
+        XCTAssertEqual(after.first?.lastError, "HTTP 503")
+        XCTAssertEqual(try outbox.stats(), OutboxStats(depth: 4, oldestCreatedAtMs: 1_001, lastSequence: 5))
+    }
+
+    func testSequenceNeverGoesBackAcrossDeletesAndReopen() throws {
+        let dir = try TempDir()
+        let path = dir.file("outbox.sqlite")
+        do {
+            let outbox = try Outbox(path: path)
+            for i in 0..<3 { _ = try outbox.append(id: "a\(i)", type: "t", createdAtMs: 0) { _ in [] } }
+            for i in 0..<3 { try outbox.markDelivered(id: "a\(i)") }
+            outbox.close()
+        }
+        let reopened = try Outbox(path: path)
+        XCTAssertEqual(try reopened.stats().depth, 0)
+        let next = try reopened.append(id: "b", type: "t", createdAtMs: 0) { _ in [] }
+        XCTAssertEqual(next.sequence, 4)
+    }
+
+    func testUndeliveredEventsSurviveReopen() throws {
+        let dir = try TempDir()
+        let path = dir.file("outbox.sqlite")
+        let first = try Outbox(path: path)
+        _ = try first.append(id: "keep", type: "doorbell.pressed", createdAtMs: 5) { self.body($0) }
+        first.close()
+        let second = try Outbox(path: path)
+        XCTAssertEqual(try second.pending(limit: 5).map(\.id), ["keep"])
+    }
+
+    func testDuplicateIdIsRefusedAndTheSequenceIsNotConsumed() throws {
+        let dir = try TempDir()
+        let outbox = try Outbox(path: dir.file("outbox.sqlite"))
+        _ = try outbox.append(id: "same", type: "t", createdAtMs: 0) { _ in [] }
+        XCTAssertThrowsError(try outbox.append(id: "same", type: "t", createdAtMs: 0) { _ in [] })
+        XCTAssertEqual(try outbox.append(id: "other", type: "t", createdAtMs: 0) { _ in [] }.sequence, 2)
+    }
+
+    func testGarbageFileIsReportedAsCorruptWithWhatToDo() throws {
+        let dir = try TempDir()
+        let path = try dir.write("outbox.sqlite", String(repeating: "this is not a database ", count: 200))
+        XCTAssertThrowsError(try Outbox(path: path)) { error in
+            guard let e = error as? OutboxError else { return XCTFail("\(error)") }
+            XCTAssertEqual(e.code, .corrupt)
+            XCTAssertTrue(e.message.contains("move the file aside"), e.message)
+        }
+    }
+
+    func testNewerSchemaIsRefused() throws {
+        let dir = try TempDir()
+        let path = dir.file("outbox.sqlite")
+        var db: OpaquePointer?
+        XCTAssertEqual(sqlite3_open(path, &db), SQLITE_OK)
+        sqlite3_exec(db, "PRAGMA user_version = 9", nil, nil, nil)
+        sqlite3_close(db)
+        XCTAssertThrowsError(try Outbox(path: path)) { error in
+            XCTAssertEqual((error as? OutboxError)?.code, .schema)
+            XCTAssertTrue("\(error)".contains("schema version 9"), "\(error)")
+        }
+    }
+
+    func testMissingDirectoryIsCannotOpen() {
+        XCTAssertThrowsError(try Outbox(path: "/nonexistent-dir-\(UUID().uuidString)/outbox.sqlite")) { error in
+            XCTAssertEqual((error as? OutboxError)?.code, .cannotOpen)
+            XCTAssertTrue("\(error)".contains("writable by the doorbell-agent user"), "\(error)")
+        }
+    }
+
+    func testConcurrentAppendsGetDistinctSequences() throws {
+        let dir = try TempDir()
+        let outbox = try Outbox(path: dir.file("outbox.sqlite"))
+        let sequences = Locked<[Int64]>([])
+        DispatchQueue.concurrentPerform(iterations: 4) { worker in
+            for i in 0..<25 {
+                if let e = try? outbox.append(id: "w\(worker)-\(i)", type: "t", createdAtMs: 0, makeBody: { _ in [] }) {
+                    sequences.withLock { $0.append(e.sequence) }
+                }
+            }
+        }
+        XCTAssertEqual(sequences.snapshot.sorted(), Array(1...100))
+    }
+}

@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""A scriptable HTTPS server for the uplink's tests (stdlib only).
+
+Answers each POST with the next status from --script (the last one repeats), or hangs without
+answering for "hang". Logs every request as a JSON line (method, path, headers, body as latin-1,
+connection number) to --log, writes {"port": N} to --ready-file once listening, and exits by
+itself after --max-seconds.
+"""
+import argparse, http.server, json, os, ssl, sys, threading, time
+
+p = argparse.ArgumentParser()
+p.add_argument("--port", type=int, default=0)
+p.add_argument("--cert", required=True)
+p.add_argument("--key", required=True)
+p.add_argument("--script", default="200")
+p.add_argument("--log", required=True)
+p.add_argument("--ready-file", required=True)
+p.add_argument("--max-seconds", type=float, default=60)
+args = p.parse_args()
+
+script = args.script.split(",")
+lock = threading.Lock()
+state = {"requests": 0, "connections": 0}
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def setup(self):
+        super().setup()
+        with lock:
+            state["connections"] += 1
+            self.connection_number = state["connections"]
+
+    def log_message(self, *a):
+        pass
+
+    def do_POST(self):
+        length = int(self.headers.get("Content-Length", "0"))
+        body = self.rfile.read(length)
+        with lock:
+            n = state["requests"]
+            state["requests"] += 1
+            action = script[min(n, len(script) - 1)]
+            with open(args.log, "a") as f:
+                f.write(json.dumps({"method": "POST", "path": self.path, "headers": dict(self.headers.items()),
+                                    "body": body.decode("latin-1"), "connection": self.connection_number}) + "\n")
+        if action == "hang":
+            time.sleep(args.max_seconds)
+            return
+        status = int(action)
+        payload = json.dumps({"status": status}).encode()
+        self.send_response(status)
+        if status in (301, 302, 307, 308):
+            self.send_header("Location", "https://127.0.0.1:1/elsewhere")
+        if status in (429, 503):
+            self.send_header("Retry-After", "7")
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+
+server = http.server.ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+server.daemon_threads = True
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(args.cert, args.key)
+server.socket = ctx.wrap_socket(server.socket, server_side=True)
+tmp = args.ready_file + ".tmp"
+with open(tmp, "w") as f:
+    json.dump({"port": server.server_address[1]}, f)
+os.rename(tmp, args.ready_file)
+threading.Timer(args.max_seconds, lambda: os._exit(0)).start()
+server.serve_forever()
