@@ -79,6 +79,14 @@ public struct RFPipeline: Sendable {
         return track(device: device, frame: frame, at: time)
     }
 
+    /// A synthetic press of a configured device (installer check): same tracker, marked test.
+    public mutating func inject(device config: DeviceConfig, at time: ReceiveTime) -> [AgentEvent] {
+        let device = DeviceRef(id: config.id, name: config.name, radio: config.radio)
+        guard case let .pressed(_, _, suppressed)? = tracker.observe(device: device.id, at: time.monoMicros) else { return [] }
+        return [AgentEvent(type: .doorbellPressed, device: device, occurredAtMicros: time.wallMicros, clockSynced: time.clockSynced,
+                           test: true, data: .object([("injected", .bool(true)), ("suppressed", .number(Double(suppressed)))]))]
+    }
+
     private mutating func track(device: DeviceRef, frame: RFFrame, at time: ReceiveTime) -> [AgentEvent] {
         guard let output = tracker.observe(device: device.id, at: time.monoMicros) else { return [] }
         switch output {

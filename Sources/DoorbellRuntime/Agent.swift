@@ -29,6 +29,7 @@ public final class Agent: @unchecked Sendable {
     var deliverer: Deliverer?
     var control: ControlServer?
     private var rng = Locked(SystemRandomNumberGenerator())
+    public let feed = EventFeed()
 
     public init(config: AgentConfig, log: Logger) throws(AgentStartError) {
         self.config = config
@@ -112,7 +113,8 @@ public final class Agent: @unchecked Sendable {
     }
 
     /// Makes an event durable (one transaction, one fsync) and wakes the uplink.
-    func accept(_ event: AgentEvent) {
+    @discardableResult
+    func accept(_ event: AgentEvent) -> OutboxEntry? {
         let wallMillis = Clocks.wallMicros() / 1000
         let id = rng.withLock { UUIDv7.make(unixMillis: wallMillis, random: &$0) }
         let gateway = config.gatewayID
@@ -126,11 +128,49 @@ public final class Agent: @unchecked Sendable {
                 $0.lastEvent = "\(event.type.rawValue) \(event.device.id)"
             }
             log.notice("event.created", [("event.id", id), ("sequence", String(entry.sequence)), ("type", event.type.rawValue),
-                                         ("device", event.device.id)])
+                                         ("device", event.device.id)] + (event.test ? [("test", "true")] : []))
             deliverer?.notify()
+            feed.publish(event.json(id: id, sequence: entry.sequence, gatewayID: gateway, agentVersion: AgentVersion.current))
+            return entry
         } catch {
             counters.withLock { $0.outboxError = error.description }
             log.error("outbox.append_failed", [("type", event.type.rawValue), ("device", event.device.id), ("error", error.description)])
+            return nil
+        }
+    }
+
+    /// `agentctl inject press`: a synthetic press of a configured device through the tracker,
+    /// the outbox and signed delivery, marked test so the cloud does not ring phones for it.
+    func inject(deviceID: String) -> JSONValue {
+        guard let device = config.devices.first(where: { $0.id == deviceID }) else {
+            let known = config.devices.map(\.id).joined(separator: ", ")
+            return .object([("ok", .bool(false)), ("error", .string("no device \"\(deviceID)\" in the config; configured: \(known.isEmpty ? "none" : known)"))])
+        }
+        let time = ReceiveTime(monoMicros: Clocks.monotonicMicros(), wallMicros: Clocks.wallMicros(),
+                               clockSynced: Clocks.isWallClockSynchronized())
+        let events = pipeline.withLock { $0.inject(device: device, at: time) }
+        guard !events.isEmpty else {
+            return .object([("ok", .bool(false)), ("error", .string("the press was counted but not forwarded: it fell within the cooldown (\(config.button.cooldownMicros / 1000) ms) of the last press of \(deviceID); try again in a few seconds"))])
+        }
+        var ids: [JSONValue] = []
+        for event in events { if let entry = accept(event) { ids.append(.string(entry.id)) } }
+        guard !ids.isEmpty else {
+            return .object([("ok", .bool(false)), ("error", .string("the outbox refused the event: \(counters.snapshot.outboxError ?? "unknown error")"))])
+        }
+        return .object([("ok", .bool(true)), ("event_ids", .array(ids))])
+    }
+
+    func queueJSON(limit: Int) -> JSONValue {
+        do {
+            let now = Clocks.wallMicros() / 1000
+            let entries = try outbox.pending(limit: limit).map { e -> JSONValue in
+                .object([("id", .string(e.id)), ("sequence", .number(Double(e.sequence))), ("type", .string(e.type)),
+                         ("age_s", .number(Double(max(0, now - e.createdAtMs) / 1000))), ("attempts", .number(Double(e.attempts))),
+                         ("last_error", e.lastError.map(JSONValue.string) ?? .null)])
+            }
+            return .object([("ok", .bool(true)), ("depth", .number(Double((try? outbox.stats().depth) ?? entries.count))), ("events", .array(entries))])
+        } catch {
+            return .object([("ok", .bool(false)), ("error", .string(error.description))])
         }
     }
 
@@ -139,6 +179,7 @@ public final class Agent: @unchecked Sendable {
     public func stop(uplinkGraceMicros: Int64 = 5_000_000) {
         log.notice("agent.stopping", [])
         radio?.stop()
+        feed.close()
         deliverer?.stop(graceMicros: uplinkGraceMicros)
         control?.stop()
         outbox.close()
@@ -208,15 +249,29 @@ public final class Agent: @unchecked Sendable {
 
     // MARK: - Control
 
-    func handleControl(_ request: JSONValue) -> JSONValue {
+    static let controlCommands = ["status", "pubkey", "version", "events", "inject", "queue"]
+
+    func handleControl(_ request: JSONValue) -> ControlReply {
         switch request["command"]?.stringValue {
-        case "status": return .object([("ok", .bool(true)), ("status", statusJSON())])
+        case "status": return .single(.object([("ok", .bool(true)), ("status", statusJSON())]))
         case "pubkey":
-            return .object([("ok", .bool(true)), ("public_key", .string(DeviceKeyStore.publicKeyBase64(deviceKey.publicKey))),
-                            ("key_id", .string(DeviceKey.keyID(deviceKey.publicKey))), ("algorithm", .string("ed25519"))])
-        case "version": return .object([("ok", .bool(true)), ("version", .string(AgentVersion.current))])
+            return .single(.object([("ok", .bool(true)), ("public_key", .string(DeviceKeyStore.publicKeyBase64(deviceKey.publicKey))),
+                                    ("key_id", .string(DeviceKey.keyID(deviceKey.publicKey))), ("algorithm", .string("ed25519"))]))
+        case "version": return .single(.object([("ok", .bool(true)), ("version", .string(AgentVersion.current))]))
+        case "inject": return .single(inject(deviceID: request["device"]?.stringValue ?? ""))
+        case "queue": return .single(queueJSON(limit: Int(request["limit"]?.intValue ?? 100)))
+        case "events":
+            if request["follow"]?.boolValue == true {
+                let feed = self.feed
+                return .stream { write in
+                    guard write(.object([("ok", .bool(true)), ("following", .bool(true))])) else { return }
+                    feed.follow(write)
+                }
+            }
+            return .single(.object([("ok", .bool(true)), ("events", .array(feed.recent))]))
         case let other:
-            return .object([("ok", .bool(false)), ("error", .string("unknown command \(other.map { "\"\($0)\"" } ?? "(none)"); known: status, pubkey, version"))])
+            return .single(.object([("ok", .bool(false)), ("error", .string(
+                "unknown command \(other.map { "\"\($0)\"" } ?? "(none)"); known: \(Self.controlCommands.joined(separator: ", "))"))]))
         }
     }
 

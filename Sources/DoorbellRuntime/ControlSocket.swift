@@ -1,3 +1,4 @@
+import CLinux
 import DoorbellCore
 import Glibc
 
@@ -24,17 +25,50 @@ func makeUnixAddress(_ path: String) throws(ControlError) -> sockaddr_un {
     return addr
 }
 
+/// What a request gets back: one line, or a stream of lines on a thread of its own until the
+/// client goes away (`agentctl events --follow`). The stream's writer returns false once the
+/// client has disconnected.
+public enum ControlReply: Sendable {
+    case single(JSONValue)
+    case stream(@Sendable (_ write: (JSONValue) -> Bool) -> Void)
+}
+
+/// Who may talk to the agent: root, the agent's own user, and members of its group.
+public struct PeerPolicy: Sendable {
+    public var allowedGroup: gid_t?
+    public init(allowedGroup: gid_t?) { self.allowedGroup = allowedGroup }
+
+    /// The group the socket file belongs to: `doorbell-agent` when it exists, else our own.
+    public static func forThisProcess() -> PeerPolicy {
+        PeerPolicy(allowedGroup: getgrnam("doorbell-agent")?.pointee.gr_gid ?? getegid())
+    }
+
+    func allows(uid: uid_t, gid: gid_t) -> Bool {
+        if uid == 0 || uid == geteuid() { return true }
+        guard let group = allowedGroup else { return false }
+        if gid == group { return true }
+        // Supplementary groups of the peer's user.
+        guard let pw = getpwuid(uid), let name = pw.pointee.pw_name else { return false }
+        var count: Int32 = 64
+        var groups = [gid_t](repeating: 0, count: Int(count))
+        guard getgrouplist(name, pw.pointee.pw_gid, &groups, &count) >= 0 else { return false }
+        return groups.prefix(Int(count)).contains(group)
+    }
+}
+
 public final class ControlServer: @unchecked Sendable {
-    public typealias Handler = @Sendable (JSONValue) -> JSONValue
+    public typealias Handler = @Sendable (JSONValue) -> ControlReply
     let path: String
     let log: Logger
     let handler: Handler
+    let policy: PeerPolicy
     private var fd: Int32 = -1
     private let done = WakeSignal()
 
-    public init(path: String, log: Logger, handler: @escaping Handler) {
+    public init(path: String, log: Logger, policy: PeerPolicy = .forThisProcess(), handler: @escaping Handler) {
         self.path = path
         self.log = log
+        self.policy = policy
         self.handler = handler
     }
 
@@ -61,6 +95,7 @@ public final class ControlServer: @unchecked Sendable {
             throw ControlError(description: "cannot bind control socket \(path): \(message). Its folder must exist and be writable (RuntimeDirectory= in the unit).")
         }
         chmod(path, 0o660)
+        if let group = policy.allowedGroup { _ = chown(path, geteuid(), group) }
         guard listen(s, 16) == 0 else {
             let message = errnoText()
             close(s)
@@ -91,15 +126,23 @@ public final class ControlServer: @unchecked Sendable {
             }
             setCloseOnExec(client)
             serve(client)
-            close(client)
         }
     }
 
+    /// Serves one connection; closes it unless a stream took it over.
     private func serve(_ client: Int32) {
         // A client that connects and says nothing must not wedge the socket for everyone else.
         var tv = timeval(tv_sec: 2, tv_usec: 0)
         setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
         setsockopt(client, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        var cred = doorbell_peer()
+        if doorbell_peer_credentials(client, &cred) != 0 || !policy.allows(uid: cred.uid, gid: cred.gid) {
+            log.warning("control.refused", [("uid", String(cred.uid)), ("pid", String(cred.pid))])
+            reply(client, .object([("ok", .bool(false)), ("error", .string(
+                "permission denied for uid \(cred.uid): run agentctl as root or as a member of the doorbell-agent group (usermod -aG doorbell-agent USER)"))]))
+            close(client)
+            return
+        }
         var request: [UInt8] = []
         var byte: UInt8 = 0
         while request.count < 64 * 1024 {
@@ -107,33 +150,75 @@ public final class ControlServer: @unchecked Sendable {
             if n <= 0 || byte == 0x0A { break }
             request.append(byte)
         }
-        let response: JSONValue
+        let response: ControlReply
         do {
             response = handler(try JSONReader.parse(bytes: request))
         } catch {
-            response = .object([("ok", .bool(false)), ("error", .string("bad request: \(error.description); send one JSON object per line, e.g. {\"command\":\"status\"}"))])
+            response = .single(.object([("ok", .bool(false)), ("error", .string("bad request: \(error.description); send one JSON object per line, e.g. {\"command\":\"status\"}"))]))
         }
-        var out = JSONWriter.encode(response)
+        switch response {
+        case let .single(value):
+            reply(client, value)
+            close(client)
+        case let .stream(body):
+            // No send timeout for a follower that reads slowly; its own thread, so status keeps working.
+            var none = timeval(tv_sec: 0, tv_usec: 0)
+            setsockopt(client, SOL_SOCKET, SO_SNDTIMEO, &none, socklen_t(MemoryLayout<timeval>.size))
+            startThread(name: "control-stream") { [self] in
+                body { value in reply(client, value) }
+                close(client)
+            }
+        }
+    }
+
+    @discardableResult
+    private func reply(_ client: Int32, _ value: JSONValue) -> Bool {
+        var out = JSONWriter.encode(value)
         out.append(0x0A)
-        _ = out.withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        let sent = out.withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        return sent == out.count
     }
 }
 
 public enum ControlClient {
-    /// Sends one request and returns the parsed response.
-    public static func request(path: String, _ request: JSONValue, timeoutSeconds: Int = 5) throws(ControlError) -> JSONValue {
+    /// Sends one request and calls `onLine` for every response line until the agent closes the
+    /// stream or `onLine` returns false.
+    public static func stream(path: String, _ request: JSONValue, onLine: (JSONValue) -> Bool) throws(ControlError) {
+        let s = try connectSocket(path: path, timeoutSeconds: 0)
+        defer { close(s) }
+        var line = JSONWriter.encode(request)
+        line.append(0x0A)
+        _ = line.withUnsafeBytes { send(s, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        var splitter = LineSplitter(maxLine: 1 << 20)
+        var chunk = [UInt8](repeating: 0, count: 8192)
+        var keepGoing = true
+        while keepGoing {
+            let n = chunk.withUnsafeMutableBytes { buf in retryingEINTR { read(s, buf.baseAddress, buf.count) } }
+            if n <= 0 { break }
+            chunk.withUnsafeBytes { raw in
+                splitter.feed(UnsafeRawBufferPointer(rebasing: raw[0..<n])) { text in
+                    guard keepGoing, let value = try? JSONReader.parse(text) else { return }
+                    keepGoing = onLine(value)
+                }
+            }
+        }
+    }
+
+    static func connectSocket(path: String, timeoutSeconds: Int) throws(ControlError) -> Int32 {
         let s = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard s >= 0 else { throw ControlError(description: "cannot create socket: \(errnoText())") }
-        defer { close(s) }
-        var tv = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
-        setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-        setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        if timeoutSeconds > 0 {
+            var tv = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
+            setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+            setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        }
         var addr = try makeUnixAddress(path)
         let rc = withUnsafePointer(to: &addr) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(s, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
         guard rc == 0 else {
             let e = errno
+            close(s)
             let hint: String
             switch e {
             case ENOENT, ECONNREFUSED: hint = "is doorbell-agent running? (systemctl status doorbell-agent)"
@@ -142,6 +227,13 @@ public enum ControlClient {
             }
             throw ControlError(description: "cannot reach the agent at \(path): \(hint)")
         }
+        return s
+    }
+
+    /// Sends one request and returns the parsed response.
+    public static func request(path: String, _ request: JSONValue, timeoutSeconds: Int = 5) throws(ControlError) -> JSONValue {
+        let s = try connectSocket(path: path, timeoutSeconds: timeoutSeconds)
+        defer { close(s) }
         var line = JSONWriter.encode(request)
         line.append(0x0A)
         _ = line.withUnsafeBytes { send(s, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }

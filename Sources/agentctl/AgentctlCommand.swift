@@ -8,8 +8,9 @@ struct AgentctlCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "agentctl",
         abstract: "Ask the running doorbell-agent how it is doing.",
+        discussion: "Shell completions: agentctl --generate-completion-script bash|zsh|fish",
         version: AgentVersion.current,
-        subcommands: [Status.self, Pubkey.self, Version.self]
+        subcommands: [Status.self, Events.self, Queue.self, Inject.self, Pubkey.self, Config.self, Version.self]
     )
 }
 
@@ -21,10 +22,10 @@ struct SocketOptions: ParsableArguments {
     var json = false
 }
 
-func ask(_ options: SocketOptions, _ command: String) throws -> JSONValue {
+func ask(_ options: SocketOptions, _ command: String, _ extra: [(String, JSONValue)] = []) throws -> JSONValue {
     let response: JSONValue
     do {
-        response = try ControlClient.request(path: options.socket, .object([("command", .string(command))]))
+        response = try ControlClient.request(path: options.socket, .object([("command", .string(command))] + extra))
     } catch {
         FileHandleErr.write("agentctl: \(error.description)")
         throw ExitCode(69) // EX_UNAVAILABLE
@@ -77,9 +78,118 @@ extension AgentctlCommand {
         }
     }
 
+    struct Events: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Show recent events; --follow keeps printing new ones (Ctrl-C to stop).")
+        @OptionGroup var options: SocketOptions
+        @Flag(name: .shortAndLong, help: "Keep printing events as they happen.") var follow = false
+
+        func run() throws {
+            if follow {
+                do {
+                    try ControlClient.stream(path: options.socket, .object([("command", .string("events")), ("follow", .bool(true))])) { value in
+                        if value["ok"] != nil || value["heartbeat"] != nil { return true }
+                        if let dropped = value["dropped"]?.intValue {
+                            FileHandleErr.write("agentctl: \(dropped) events skipped (this terminal was too slow)")
+                            return true
+                        }
+                        print(options.json ? JSONWriter.string(value) : EventLine.render(value))
+                        fflush(nil)
+                        return true
+                    }
+                } catch {
+                    FileHandleErr.write("agentctl: \(error.description)")
+                    throw ExitCode(69)
+                }
+                return
+            }
+            guard case let .array(events)? = try ask(options, "events")["events"] else { return }
+            for e in events { print(options.json ? JSONWriter.string(e) : EventLine.render(e)) }
+        }
+    }
+
+    struct Queue: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List the events waiting in the outbox, oldest first.")
+        @OptionGroup var options: SocketOptions
+        @Option(help: "At most this many.") var limit = 50
+
+        func run() throws {
+            let r = try ask(options, "queue", [("limit", .number(Double(limit)))])
+            if options.json { print(JSONWriter.string(r)); return }
+            print("\(r["depth"]?.intValue ?? 0) event(s) waiting")
+            guard case let .array(events)? = r["events"] else { return }
+            for e in events {
+                let error = e["last_error"]?.stringValue.map { "  last error: \($0)" } ?? ""
+                print("#\(e["sequence"]?.intValue ?? 0) \(e["type"]?.stringValue ?? "") \(e["id"]?.stringValue ?? "") age \(e["age_s"]?.intValue ?? 0) s, \(e["attempts"]?.intValue ?? 0) attempt(s)\(error)")
+            }
+        }
+    }
+
+    struct Inject: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Inject a synthetic press through the real pipeline (tracker, outbox, signed delivery), marked test.",
+            discussion: "How an installer proves the whole chain works: agentctl inject press --device front-door")
+        @OptionGroup var options: SocketOptions
+        @Argument(help: "What to inject: press.") var what: String
+        @Option(help: "Device id from the config.") var device: String
+
+        func validate() throws {
+            guard what == "press" else { throw ValidationError("only `press` can be injected") }
+        }
+
+        func run() throws {
+            let r = try ask(options, "inject", [("device", .string(device))])
+            if options.json { print(JSONWriter.string(r)); return }
+            var ids: [String] = []
+            if case let .array(list)? = r["event_ids"] { ids = list.compactMap { $0.stringValue } }
+            print("injected a test press of \(device): event \(ids.joined(separator: ", ")); follow it with agentctl events --follow or agentctl status")
+        }
+    }
+
+    struct Config: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Check config files without the daemon.", subcommands: [Check.self])
+
+        struct Check: ParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Validate a config file; exit 0 if good, 78 with every problem listed if not.")
+            @Argument(help: "Config file.") var file = "/etc/doorbell-agent/agent.toml"
+            @Flag(name: .long, help: "Machine-readable JSON output.") var json = false
+
+            func run() throws {
+                guard let bytes = readFile(file) else {
+                    FileHandleErr.write("\(file): cannot read the config file: \(errnoText())")
+                    throw ExitCode(78)
+                }
+                do {
+                    let cfg = try ConfigLoader.parse(text: String(decoding: bytes, as: UTF8.self), file: file,
+                                                     checks: ConfigFileChecks(isReadableFile: { isReadableFile($0) }))
+                    print(json ? JSONWriter.string(.object([("ok", .bool(true)), ("gateway_id", .string(cfg.gatewayID)), ("devices", .number(Double(cfg.devices.count)))]))
+                               : "\(file): OK — gateway \(cfg.gatewayID), \(cfg.devices.count) device(s)")
+                } catch {
+                    if json {
+                        print(JSONWriter.string(.object([("ok", .bool(false)), ("issues", .array(error.issues.map { i in
+                            .object([("file", .string(i.file)), ("line", i.line.map { .number(Double($0)) } ?? .null),
+                                     ("column", i.column.map { .number(Double($0)) } ?? .null), ("key", .string(i.key)), ("message", .string(i.message))])
+                        }))])))
+                    } else {
+                        FileHandleErr.write(error.description)
+                    }
+                    throw ExitCode(78)
+                }
+            }
+        }
+    }
+
     struct Version: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Print agentctl's version.")
-        func run() { print("agentctl \(AgentVersion.current)") }
+        static let configuration = CommandConfiguration(abstract: "Print agentctl's version (and the agent's, if it runs).")
+        @OptionGroup var options: SocketOptions
+
+        func run() {
+            let agent = (try? ControlClient.request(path: options.socket, .object([("command", .string("version"))])))?["version"]?.stringValue
+            if options.json {
+                print(JSONWriter.string(.object([("agentctl", .string(AgentVersion.current)), ("agent", agent.map(JSONValue.string) ?? .null)])))
+            } else {
+                print("agentctl \(AgentVersion.current)" + (agent.map { ", doorbell-agent \($0) running" } ?? ""))
+            }
+        }
     }
 }
 
@@ -126,5 +236,14 @@ enum StatusTable {
         }
         let width = rows.map(\.0.count).max() ?? 0
         return rows.map { $0.0 + String(repeating: " ", count: width - $0.0.count) + "  " + $0.1 }.joined(separator: "\n")
+    }
+}
+
+/// One event as a line for people.
+enum EventLine {
+    static func render(_ e: JSONValue) -> String {
+        let test = e["test"]?.boolValue == true ? " [test]" : ""
+        let code = e["data"]?["code"]?.stringValue.map { " code \($0)" } ?? ""
+        return "\(e["occurred_at"]?.stringValue ?? "-") #\(e["sequence"]?.intValue ?? 0) \(e["type"]?.stringValue ?? "?") \(e["device"]?["id"]?.stringValue ?? "?")\(code)\(test)"
     }
 }

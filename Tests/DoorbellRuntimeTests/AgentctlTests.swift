@@ -1,0 +1,80 @@
+import DoorbellCore
+import Foundation
+import XCTest
+
+/// agentctl against a running agent: inject, events --follow, queue, status exit codes, and the
+/// control socket's peer check.
+final class AgentctlTests: XCTestCase {
+    func testInjectedPressIsFollowedQueuedAndMarkedTest() throws {
+        try requireFile(Paths.agentBinary, "doorbell-agent")
+        let dir = try TempDir()
+        let socket = dir.file("control.sock")
+        // A quiet radio: stands in for rtl_433 with nothing on the air.
+        let quiet = try dir.write("quiet-rtl433.sh", "#!/bin/sh\nexec sleep 600\n")
+        chmod(quiet, 0o755)
+        let config = try dir.write("agent.toml", """
+        gateway_id = "gw"
+        [paths]
+        state_dir = "\(dir.file("state"))"
+        control_socket = "\(socket)"
+        [radio.rtl433]
+        binary = "\(quiet)"
+        [[device]]
+        id = "front-door"
+        match = { code = "0x5A3C91" }
+        """)
+        let agent = try Child(Paths.agentBinary, ["run", "--config", config], dir: dir, name: "agent")
+        defer { agent.stop() }
+        eventually(30, "agent answers") { agentStatus(socket) != nil }
+        XCTAssertEqual(try runCommand(Paths.agentctlBinary, ["status", "--socket", socket]).status, 0, "healthy exits 0")
+
+        let follower = try Child(Paths.agentctlBinary, ["events", "--follow", "--json", "--socket", socket], dir: dir, name: "follow")
+        defer { follower.signal(SIGKILL) }
+        usleep(300_000) // let the follower subscribe; the injected event is also replayed from the recent list
+
+        let r = try runCommand(Paths.agentctlBinary, ["inject", "press", "--device", "front-door", "--socket", socket])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        XCTAssertTrue(r.stdout.contains("injected a test press of front-door"), r.stdout)
+        let again = try runCommand(Paths.agentctlBinary, ["inject", "press", "--device", "front-door", "--socket", socket])
+        XCTAssertEqual(again.status, 1, "a second press inside the cooldown is not forwarded")
+        XCTAssertTrue(again.stderr.contains("within the cooldown"), again.stderr)
+        let unknown = try runCommand(Paths.agentctlBinary, ["inject", "press", "--device", "garage", "--socket", socket])
+        XCTAssertTrue(unknown.stderr.contains("no device \"garage\" in the config; configured: front-door"), unknown.stderr)
+
+        eventually(20, "follower prints the event") { follower.stdout.contains("doorbell.pressed") }
+        let line = follower.stdout.split(separator: "\n").first { $0.contains("doorbell.pressed") }.map(String.init) ?? ""
+        let event = try JSONReader.parse(line)
+        XCTAssertEqual(event["test"]?.boolValue, true)
+        XCTAssertEqual(event["device"]?["id"]?.stringValue, "front-door")
+
+        let queue = try runCommand(Paths.agentctlBinary, ["queue", "--json", "--socket", socket])
+        let q = try JSONReader.parse(queue.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        XCTAssertEqual(q["depth"]?.intValue, 1, "no uplink: the event waits in the outbox")
+        XCTAssertEqual(q["events"]?.arrayFirst?["type"]?.stringValue, "doorbell.pressed")
+    }
+
+    func testControlSocketRefusesOtherUsers() throws {
+        try requireFile(Paths.agentBinary, "doorbell-agent")
+        guard getuid() == 0, FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv") else {
+            throw XCTSkip("SKIPPED: needs root and setpriv to act as another user")
+        }
+        let dir = try TempDir()
+        chmod(dir.path, 0o755)
+        let socket = dir.file("control.sock")
+        let config = try dir.write("agent.toml", """
+        gateway_id = "gw"
+        [paths]
+        state_dir = "\(dir.file("state"))"
+        control_socket = "\(socket)"
+        """)
+        let agent = try Child(Paths.agentBinary, ["run", "--config", config], dir: dir, name: "agent")
+        defer { agent.stop() }
+        eventually(30, "agent answers") { agentStatus(socket) != nil }
+        // Even with the socket file opened up, the peer check refuses a stranger (uid 65534).
+        chmod(socket, 0o666)
+        let r = try runCommand("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", Paths.agentctlBinary, "status", "--socket", socket])
+        XCTAssertNotEqual(r.status, 0)
+        XCTAssertTrue(r.stderr.contains("permission denied for uid 65534"), r.stderr)
+        XCTAssertTrue(agent.stderr.contains("control.refused"), agent.stderr)
+    }
+}
