@@ -11,6 +11,14 @@ public struct ConfigIssue: Sendable, Equatable, CustomStringConvertible {
     public var key: String
     public var message: String
 
+    public init(file: String, line: Int? = nil, column: Int? = nil, key: String, message: String) {
+        self.file = file
+        self.line = line
+        self.column = column
+        self.key = key
+        self.message = message
+    }
+
     public var description: String {
         var location = file
         if let line { location += ":\(line)" }
@@ -21,6 +29,7 @@ public struct ConfigIssue: Sendable, Equatable, CustomStringConvertible {
 
 public struct ConfigError: Error, Sendable, CustomStringConvertible {
     public var issues: [ConfigIssue]
+    public init(issues: [ConfigIssue]) { self.issues = issues }
     public var description: String { issues.map(\.description).joined(separator: "\n") }
 }
 

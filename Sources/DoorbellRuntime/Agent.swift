@@ -18,21 +18,25 @@ struct AgentCounters: Sendable {
 }
 
 public final class Agent: @unchecked Sendable {
-    public let config: AgentConfig
+    /// Swapped as a whole by a reload (SIGHUP); readers take a snapshot.
+    private let current: Locked<AgentConfig>
+    public var config: AgentConfig { current.snapshot }
     let log: Logger
     let outbox: Outbox
     let deviceKey: Curve25519.Signing.PrivateKey
     let pipeline: Locked<RFPipeline>
     let counters = Locked(AgentCounters())
     let startedMono = Clocks.monotonicMicros()
-    var radio: RTL433Radio?
-    var deliverer: Deliverer?
+    private let parts = Locked<(radio: RTL433Radio?, deliverer: Deliverer?)>((nil, nil))
+    var radio: RTL433Radio? { parts.snapshot.radio }
+    var deliverer: Deliverer? { parts.snapshot.deliverer }
+    private let reloadStatus = Locked<JSONValue>(.null)
     var control: ControlServer?
     private var rng = Locked(SystemRandomNumberGenerator())
     public let feed = EventFeed()
 
     public init(config: AgentConfig, log: Logger) throws(AgentStartError) {
-        self.config = config
+        self.current = Locked(config)
         self.log = log
         try Self.prepareStateDir(config.paths.stateDir)
         do {
@@ -70,31 +74,82 @@ public final class Agent: @unchecked Sendable {
         do { try control.start() } catch { throw AgentStartError(description: error.description, exitCode: 73) }
         self.control = control
 
-        if let uplink = config.uplink {
-            var secret: WebhookSecret?
-            if let file = uplink.hmacSecretFile {
-                guard let bytes = readFile(file, maxBytes: 4096) else {
-                    throw AgentStartError(description: "cannot read uplink.hmac_secret_file \(file): \(errnoText())", exitCode: 78)
-                }
-                do { secret = try WebhookSecret(parsing: String(decoding: bytes, as: UTF8.self)) } catch {
-                    throw AgentStartError(description: "uplink.hmac_secret_file \(file): \(error.description)", exitCode: 78)
-                }
-            }
-            let signer = WebhookSigner(hmacSecret: secret, deviceKey: uplink.signEd25519 ? deviceKey : nil)
-            let d = Deliverer(settings: uplink, gatewayID: config.gatewayID, signer: signer, outbox: outbox, log: log)
-            d.start()
-            deliverer = d
-        } else {
-            log.warning("uplink.not_configured", [("hint", "events stay in the outbox until [uplink] is set")])
-        }
-
-        if let settings = config.rtl433 {
-            let r = RTL433Radio(settings: settings, log: log) { [unowned self] line in ingest(line: line) }
-            r.start()
-            radio = r
-        }
+        let config = self.config
+        let d = try makeDeliverer(config)
+        d?.start()
+        if d == nil { log.warning("uplink.not_configured", [("hint", "events stay in the outbox until [uplink] is set")]) }
+        let r = makeRadio(config)
+        r?.start()
+        parts.withLock { $0 = (r, d) }
         log.notice("agent.started", [("gateway", config.gatewayID), ("version", AgentVersion.current),
                                      ("devices", String(config.devices.count)), ("control", config.paths.controlSocket)])
+    }
+
+    func makeDeliverer(_ config: AgentConfig) throws(AgentStartError) -> Deliverer? {
+        guard let uplink = config.uplink else { return nil }
+        var secret: WebhookSecret?
+        if let file = uplink.hmacSecretFile {
+            guard let bytes = readFile(file, maxBytes: 4096) else {
+                throw AgentStartError(description: "cannot read uplink.hmac_secret_file \(file): \(errnoText())", exitCode: 78)
+            }
+            do { secret = try WebhookSecret(parsing: String(decoding: bytes, as: UTF8.self)) } catch {
+                throw AgentStartError(description: "uplink.hmac_secret_file \(file): \(error.description)", exitCode: 78)
+            }
+        }
+        let signer = WebhookSigner(hmacSecret: secret, deviceKey: uplink.signEd25519 ? deviceKey : nil)
+        return Deliverer(settings: uplink, gatewayID: config.gatewayID, signer: signer, outbox: outbox, log: log)
+    }
+
+    func makeRadio(_ config: AgentConfig) -> RTL433Radio? {
+        guard let settings = config.rtl433 else { return nil }
+        return RTL433Radio(settings: settings, log: log) { [unowned self] line in ingest(line: line) }
+    }
+
+    /// SIGHUP: read the config again and switch to it as a whole, or keep the running one and say
+    /// exactly why. Only what changed is restarted; paths need a service restart.
+    public func reload(from path: String) {
+        let old = config
+        let new: AgentConfig
+        do throws(ConfigError) {
+            guard let bytes = readFile(path) else {
+                throw ConfigError(issues: [ConfigIssue(file: path, key: "", message: "cannot read the config file: \(errnoText())")])
+            }
+            new = try ConfigLoader.parse(text: String(decoding: bytes, as: UTF8.self), file: path,
+                                         checks: ConfigFileChecks(isReadableFile: { isReadableFile($0) }))
+            if new.paths != old.paths || new.gatewayID != old.gatewayID {
+                throw ConfigError(issues: [ConfigIssue(file: path, key: "paths", message: "gateway_id and [paths] changes need a restart (systemctl restart doorbell-agent); nothing was changed")])
+            }
+        } catch {
+            reloadStatus.withLock { $0 = .object([("ok", .bool(false)), ("at", .string(RFC3339.format(micros: Clocks.wallMicros()))), ("error", .string(error.description))]) }
+            log.error("config.reload_rejected", [("file", path), ("error", error.description.replacingNewlines())])
+            return
+        }
+        var newDeliverer: Deliverer?
+        if new.uplink != old.uplink {
+            do { newDeliverer = try makeDeliverer(new) } catch {
+                reloadStatus.withLock { $0 = .object([("ok", .bool(false)), ("at", .string(RFC3339.format(micros: Clocks.wallMicros()))), ("error", .string(error.description))]) }
+                log.error("config.reload_rejected", [("file", path), ("error", error.description)])
+                return
+            }
+        }
+        current.withLock { $0 = new }
+        log.level = new.log.level
+        if new.devices != old.devices || new.button != old.button {
+            pipeline.withLock { $0 = RFPipeline(radio: "rtl433", directory: DeviceDirectory(devices: new.devices), settings: new.button) }
+        }
+        if new.rtl433 != old.rtl433 {
+            radio?.stop()
+            let r = makeRadio(new)
+            r?.start()
+            parts.withLock { $0.radio = r }
+        }
+        if new.uplink != old.uplink {
+            deliverer?.stop(graceMicros: 5_000_000)
+            newDeliverer?.start()
+            parts.withLock { $0.deliverer = newDeliverer }
+        }
+        reloadStatus.withLock { $0 = .object([("ok", .bool(true)), ("at", .string(RFC3339.format(micros: Clocks.wallMicros())))]) }
+        log.notice("config.reloaded", [("file", path), ("devices", String(new.devices.count))])
     }
 
     /// One rtl_433 line from the radio thread.
@@ -216,7 +271,7 @@ public final class Agent: @unchecked Sendable {
     }
 
     /// Runs until SIGTERM/SIGINT, keeping systemd informed (READY, STATUS, WATCHDOG, STOPPING).
-    public func runUntilStopped(notifier: SystemdNotifier?) {
+    public func runUntilStopped(notifier: SystemdNotifier?, configPath: String) {
         notifier?.notify("READY=1\nSTATUS=\(summary())")
         let watchdog = SystemdNotifier.watchdogMicros()
         // Ping at half the interval; without a watchdog, refresh STATUS now and then.
@@ -225,7 +280,9 @@ public final class Agent: @unchecked Sendable {
         while true {
             if let sig = StopSignals.wait(timeoutMicros: notifier == nil ? nil : tick) {
                 if sig == SIGHUP {
-                    log.notice("agent.sighup_ignored", [("hint", "config reload is not implemented yet; restart the service")])
+                    notifier?.notify("RELOADING=1")
+                    reload(from: configPath)
+                    notifier?.notify("READY=1\nSTATUS=\(summary())")
                     continue
                 }
                 break
@@ -337,6 +394,7 @@ public final class Agent: @unchecked Sendable {
             ("unknown_transmitters", .array(Array(unknown))),
             ("outbox", .object(outboxJSON)),
             ("uplink", uplinkJSON),
+            ("config_reload", reloadStatus.snapshot),
         ])
     }
 }

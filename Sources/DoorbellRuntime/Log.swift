@@ -5,12 +5,17 @@ import Glibc
 // journal ($JOURNAL_STREAM names our stderr) each line gets a <N> syslog priority prefix.
 
 public struct Logger: Sendable {
-    public var level: LogLevel
+    /// Shared by every copy, so a config reload changes the level everywhere at once.
+    private let levelBox: Locked<LogLevel>
+    public var level: LogLevel {
+        get { levelBox.snapshot }
+        nonmutating set { levelBox.withLock { $0 = newValue } }
+    }
     let journal: Bool
     let sink: @Sendable (String) -> Void
 
     public init(level: LogLevel, sink: (@Sendable (String) -> Void)? = nil) {
-        self.level = level
+        self.levelBox = Locked(level)
         self.journal = Logger.stderrIsJournal()
         self.sink = sink ?? { line in
             var bytes = Array(line.utf8)
@@ -43,4 +48,9 @@ public struct Logger: Sendable {
     public func notice(_ m: String, _ md: [(String, String)] = []) { log(.notice, m, md) }
     public func warning(_ m: String, _ md: [(String, String)] = []) { log(.warning, m, md) }
     public func error(_ m: String, _ md: [(String, String)] = []) { log(.error, m, md) }
+}
+
+extension String {
+    /// Multi-line messages (all config issues at once) as one log line.
+    func replacingNewlines() -> String { split(separator: "\n").joined(separator: " | ") }
 }

@@ -65,7 +65,7 @@ extension DoorbellAgentCommand {
                 log.error("agent.start_failed", [("error", error.description)])
                 throw ExitCode(error.exitCode)
             }
-            agent.runUntilStopped(notifier: SystemdNotifier())
+            agent.runUntilStopped(notifier: SystemdNotifier(), configPath: config)
         }
     }
 
