@@ -176,10 +176,21 @@ public enum ConfigLoader {
             t.finish()
         }
 
+        var metrics: MetricsSettings?
+        if let t = top.table("metrics") {
+            if let f = t.string("file", hint: "where to write, e.g. file = \"/var/lib/prometheus/node-exporter/doorbell_agent.prom\"") {
+                var m = MetricsSettings(file: resolve(f, baseDir: baseDir))
+                if !f.hasSuffix(".prom") { t.report("file", "must end in .prom: node_exporter's textfile collector reads only those") }
+                if let v = t.int("interval_s", in: 1...3_600) { m.intervalSeconds = v }
+                metrics = m
+            }
+            t.finish()
+        }
+
         top.finish()
         guard let gatewayID else { return nil }
         return AgentConfig(gatewayID: gatewayID, paths: paths, log: log, rtl433: rtl433, button: button,
-                           devices: devices, uplink: uplink)
+                           devices: devices, uplink: uplink, metrics: metrics)
     }
 
     static func readDevice(_ t: TableReader, index: Int, radios: [String]) -> DeviceConfig? {

@@ -9,10 +9,12 @@ public struct AgentConfig: Sendable, Equatable {
     public var button: ButtonTracker.Settings
     public var devices: [DeviceConfig]
     public var uplink: UplinkSettings?
+    public var metrics: MetricsSettings?
 
     public init(gatewayID: String, paths: PathSettings = PathSettings(), log: LogSettings = LogSettings(),
                 rtl433: RTL433Settings? = nil, button: ButtonTracker.Settings = ButtonTracker.Settings(),
-                devices: [DeviceConfig] = [], uplink: UplinkSettings? = nil) {
+                devices: [DeviceConfig] = [], uplink: UplinkSettings? = nil, metrics: MetricsSettings? = nil) {
+        self.metrics = metrics
         self.gatewayID = gatewayID
         self.paths = paths
         self.log = log
@@ -139,5 +141,15 @@ public struct UplinkSettings: Sendable, Equatable {
         self.requestTimeoutMs = requestTimeoutMs
         self.retryInitialMs = retryInitialMs
         self.retryMaxMs = retryMaxMs
+    }
+}
+
+/// Prometheus text-format metrics written atomically to a file (node_exporter's textfile collector).
+public struct MetricsSettings: Sendable, Equatable {
+    public var file: String
+    public var intervalSeconds: Int = 15
+    public init(file: String, intervalSeconds: Int = 15) {
+        self.file = file
+        self.intervalSeconds = intervalSeconds
     }
 }

@@ -31,6 +31,7 @@ public final class Agent: @unchecked Sendable {
     var radio: RTL433Radio? { parts.snapshot.radio }
     var deliverer: Deliverer? { parts.snapshot.deliverer }
     private let reloadStatus = Locked<JSONValue>(.null)
+    private var metrics: MetricsWriter?
     var control: ControlServer?
     private var rng = Locked(SystemRandomNumberGenerator())
     public let feed = EventFeed()
@@ -81,6 +82,11 @@ public final class Agent: @unchecked Sendable {
         let r = makeRadio(config)
         r?.start()
         parts.withLock { $0 = (r, d) }
+        if let m = config.metrics {
+            let writer = MetricsWriter(settings: m, log: log) { [unowned self] in metricsText() }
+            writer.start()
+            metrics = writer
+        }
         log.notice("agent.started", [("gateway", config.gatewayID), ("version", AgentVersion.current),
                                      ("devices", String(config.devices.count)), ("control", config.paths.controlSocket)])
     }
@@ -147,6 +153,11 @@ public final class Agent: @unchecked Sendable {
             deliverer?.stop(graceMicros: 5_000_000)
             newDeliverer?.start()
             parts.withLock { $0.deliverer = newDeliverer }
+        }
+        if new.metrics != old.metrics {
+            metrics?.stop()
+            metrics = new.metrics.map { settings in MetricsWriter(settings: settings, log: log) { [unowned self] in metricsText() } }
+            metrics?.start()
         }
         reloadStatus.withLock { $0 = .object([("ok", .bool(true)), ("at", .string(RFC3339.format(micros: Clocks.wallMicros())))]) }
         log.notice("config.reloaded", [("file", path), ("devices", String(new.devices.count))])
@@ -234,6 +245,7 @@ public final class Agent: @unchecked Sendable {
     public func stop(uplinkGraceMicros: Int64 = 5_000_000) {
         log.notice("agent.stopping", [])
         radio?.stop()
+        metrics?.stop()
         feed.close()
         deliverer?.stop(graceMicros: uplinkGraceMicros)
         control?.stop()
@@ -302,6 +314,45 @@ public final class Agent: @unchecked Sendable {
         }
         notifier?.notify("STOPPING=1")
         stop()
+    }
+
+    // MARK: - Metrics
+
+    func metricsText() -> String {
+        var m = PrometheusText()
+        let p = pipeline.snapshot
+        let c = counters.snapshot
+        if let r = radio?.status.snapshot {
+            m.add("doorbell_radio_lines_total", "counter", "Lines read from the radio.", Double(r.lines), labels: [("radio", r.name)])
+            m.add("doorbell_radio_frames_total", "counter", "Frames decoded.", Double(p.counters.frames), labels: [("radio", r.name)])
+            m.add("doorbell_radio_malformed_total", "counter", "Lines that could not be decoded.", Double(p.counters.malformed), labels: [("radio", r.name)])
+            m.add("doorbell_radio_restarts_total", "counter", "Radio process restarts.", Double(r.restarts), labels: [("radio", r.name)])
+            m.add("doorbell_radio_up", "gauge", "1 when the radio is running or finished its replay.",
+                  r.state == .running || r.state == .finished ? 1 : 0, labels: [("radio", r.name)])
+        }
+        m.add("doorbell_observations_total", "counter", "Frames from configured devices.", Double(p.counters.frames - p.counters.unmatchedFrames))
+        m.add("doorbell_unmatched_frames_total", "counter", "Frames from transmitters not in the config.", Double(p.counters.unmatchedFrames))
+        for type in EventType.allCases {
+            m.add("doorbell_events_total", "counter", "Events created, by type.", Double(c.eventsByType[type.rawValue] ?? 0), labels: [("type", type.rawValue)])
+        }
+        m.add("doorbell_presses_suppressed_total", "counter", "Presses within the cooldown, counted but not forwarded.", Double(p.tracker.counters.suppressed))
+        if let s = try? outbox.stats() {
+            m.add("doorbell_outbox_depth", "gauge", "Events waiting for delivery.", Double(s.depth))
+            let age = s.oldestCreatedAtMs.map { max(0, Double(Clocks.wallMicros() / 1000 - $0) / 1000) } ?? 0
+            m.add("doorbell_outbox_oldest_age_seconds", "gauge", "Age of the oldest undelivered event.", age)
+        }
+        if let u = deliverer?.status.snapshot {
+            m.add("doorbell_deliveries_total", "counter", "Events acknowledged by the receiver.", Double(u.delivered))
+            for (reason, n) in u.failuresByReason.sorted(by: { $0.key < $1.key }) {
+                m.add("doorbell_delivery_failures_total", "counter", "Failed delivery attempts, by reason.", Double(n), labels: [("reason", reason)])
+            }
+            m.histogram("doorbell_press_to_delivered_seconds", "From event creation to the receiver's 2xx.", u.deliveredLatency)
+        }
+        if let rss = ProcessMemory.residentBytes() {
+            m.add("doorbell_resident_memory_bytes", "gauge", "Resident set size of the agent.", Double(rss))
+        }
+        m.add("doorbell_clock_synchronized", "gauge", "1 when the wall clock is NTP-synchronized.", Clocks.isWallClockSynchronized() ? 1 : 0)
+        return m.text
     }
 
     // MARK: - Control

@@ -13,7 +13,24 @@ public struct UplinkStatus: Sendable, Equatable {
     public var lastErrorWallMicros: Int64?
     public var lastError: String?
     public var lastLatencyMicros: Int64?
+    /// Failed attempts by reason (transport error kind or HTTP status class), for metrics.
+    public var failuresByReason: [String: Int] = [:]
+    /// Created → acknowledged, seconds: counts per upper bound (cumulative buckets built at render).
+    public var deliveredLatency = LatencyHistogram()
     public init(url: String) { self.url = url }
+}
+
+public struct LatencyHistogram: Sendable, Equatable {
+    public static let bounds: [Double] = [0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600]
+    public var counts = [Int](repeating: 0, count: LatencyHistogram.bounds.count + 1)
+    public var sum: Double = 0
+    public var count = 0
+    public mutating func observe(_ seconds: Double) {
+        let i = Self.bounds.firstIndex { seconds <= $0 } ?? Self.bounds.count
+        counts[i] += 1
+        sum += seconds
+        count += 1
+    }
 }
 
 public final class Deliverer: @unchecked Sendable {
@@ -134,12 +151,13 @@ public final class Deliverer: @unchecked Sendable {
         busySince.withLock { $0 = nil }
         switch result {
         case let .failure(error):
-            fail(entry, error.description)
+            fail(entry, error.description, reason: "\(error.code)")
             return false
         case let .success(response):
             guard (200..<300).contains(response.status) else {
                 let snippet = String(decoding: response.body.prefix(200), as: UTF8.self)
-                fail(entry, "receiver answered HTTP \(response.status)" + (snippet.isEmpty ? "" : ": \(snippet)"))
+                fail(entry, "receiver answered HTTP \(response.status)" + (snippet.isEmpty ? "" : ": \(snippet)"),
+                     reason: "http_\(response.status / 100)xx")
                 return false
             }
             do {
@@ -149,10 +167,12 @@ public final class Deliverer: @unchecked Sendable {
                 log.error("outbox.mark_delivered_failed", [("event.id", entry.id), ("error", error.description)])
             }
             let latency = Clocks.monotonicMicros() - started
+            let now = Clocks.wallMicros()
             status.withLock {
                 $0.delivered += 1
-                $0.lastSuccessWallMicros = Clocks.wallMicros()
+                $0.lastSuccessWallMicros = now
                 $0.lastLatencyMicros = latency
+                $0.deliveredLatency.observe(Double(max(0, now / 1000 - entry.createdAtMs)) / 1000)
             }
             log.info("uplink.delivered", [("event.id", entry.id), ("sequence", String(entry.sequence)),
                                           ("status", String(response.status)), ("latency_ms", String(latency / 1000))])
@@ -160,8 +180,9 @@ public final class Deliverer: @unchecked Sendable {
         }
     }
 
-    private func fail(_ entry: OutboxEntry, _ message: String) {
+    private func fail(_ entry: OutboxEntry, _ message: String, reason: String = "local") {
         status.withLock {
+            $0.failuresByReason[reason, default: 0] += 1
             $0.failedAttempts += 1
             $0.lastError = message
             $0.lastErrorWallMicros = Clocks.wallMicros()

@@ -22,6 +22,9 @@ final class AgentctlTests: XCTestCase {
         [[device]]
         id = "front-door"
         match = { code = "0x5A3C91" }
+        [metrics]
+        file = "\(dir.file("agent.prom"))"
+        interval_s = 1
         """)
         let agent = try Child(Paths.agentBinary, ["run", "--config", config], dir: dir, name: "agent")
         defer { agent.stop() }
@@ -46,6 +49,14 @@ final class AgentctlTests: XCTestCase {
         let event = try JSONReader.parse(line)
         XCTAssertEqual(event["test"]?.boolValue, true)
         XCTAssertEqual(event["device"]?["id"]?.stringValue, "front-door")
+
+        eventually(20, "metrics file shows the press") {
+            ((try? String(contentsOfFile: dir.file("agent.prom"), encoding: .utf8)) ?? "").contains("doorbell_events_total{type=\"doorbell.pressed\"} 1")
+        }
+        let metrics = (try? String(contentsOfFile: dir.file("agent.prom"), encoding: .utf8)) ?? ""
+        XCTAssertTrue(metrics.contains("doorbell_outbox_depth 1"), metrics)
+        XCTAssertTrue(metrics.contains("# TYPE doorbell_resident_memory_bytes gauge"), metrics)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: dir.file("agent.prom.tmp")))
 
         let queue = try runCommand(Paths.agentctlBinary, ["queue", "--json", "--socket", socket])
         let q = try JSONReader.parse(queue.stdout.trimmingCharacters(in: .whitespacesAndNewlines))

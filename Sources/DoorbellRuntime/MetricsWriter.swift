@@ -1,0 +1,128 @@
+import DoorbellCore
+import Glibc
+
+// Prometheus text format, written to a file every N seconds by write-temp-then-rename, which is
+// node_exporter's textfile collector convention: a scrape never sees half a file.
+
+public final class MetricsWriter: @unchecked Sendable {
+    let settings: MetricsSettings
+    let log: Logger
+    let render: @Sendable () -> String
+    private let wake = WakeSignal()
+    private let done = WakeSignal()
+    private let stopping = Locked(false)
+
+    public init(settings: MetricsSettings, log: Logger, render: @escaping @Sendable () -> String) {
+        self.settings = settings
+        self.log = log
+        self.render = render
+    }
+
+    public func start() {
+        startThread(name: "metrics") { [self] in
+            var lastError: String?
+            while !stopping.snapshot {
+                let error = writeOnce()
+                if error != lastError {
+                    if let error { log.warning("metrics.write_failed", [("file", settings.file), ("error", error)]) }
+                    lastError = error
+                }
+                wake.wait(timeoutMicros: Int64(settings.intervalSeconds) * 1_000_000)
+            }
+            done.signal()
+        }
+    }
+
+    public func stop() {
+        stopping.withLock { $0 = true }
+        wake.signal()
+        done.wait(timeoutMicros: 2_000_000)
+    }
+
+    /// Returns nil on success, else what went wrong.
+    func writeOnce() -> String? {
+        let bytes = Array(render().utf8)
+        let tmp = settings.file + ".tmp"
+        let fd = retryingEINTR { open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644) }
+        guard fd >= 0 else { return "cannot create \(tmp): \(errnoText())" }
+        let written = bytes.withUnsafeBytes { buf in retryingEINTR { write(fd, buf.baseAddress, buf.count) } }
+        close(fd)
+        guard written == bytes.count else { unlink(tmp); return "cannot write \(tmp): \(errnoText())" }
+        guard rename(tmp, settings.file) == 0 else { unlink(tmp); return "cannot rename to \(settings.file): \(errnoText())" }
+        return nil
+    }
+}
+
+/// Builds the exposition text. Pure apart from what it is handed.
+public struct PrometheusText {
+    private var lines: [String] = []
+    private var declared: Set<String> = []
+
+    public init() {}
+
+    public var text: String { lines.joined(separator: "\n") + "\n" }
+
+    public mutating func add(_ name: String, _ type: String, _ help: String, _ value: Double, labels: [(String, String)] = []) {
+        if declared.insert(name).inserted {
+            lines.append("# HELP \(name) \(help)")
+            lines.append("# TYPE \(name) \(type)")
+        }
+        let labelText = labels.isEmpty ? "" : "{" + labels.map { "\($0.0)=\"\(escape($0.1))\"" }.joined(separator: ",") + "}"
+        lines.append("\(name)\(labelText) \(format(value))")
+    }
+
+    public mutating func histogram(_ name: String, _ help: String, _ h: LatencyHistogram) {
+        lines.append("# HELP \(name) \(help)")
+        lines.append("# TYPE \(name) histogram")
+        var cumulative = 0
+        for (i, bound) in LatencyHistogram.bounds.enumerated() {
+            cumulative += h.counts[i]
+            lines.append("\(name)_bucket{le=\"\(format(bound))\"} \(cumulative)")
+        }
+        lines.append("\(name)_bucket{le=\"+Inf\"} \(h.count)")
+        lines.append("\(name)_sum \(format(h.sum))")
+        lines.append("\(name)_count \(h.count)")
+    }
+
+    func escape(_ s: String) -> String {
+        s.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"").replacingOccurrences(of: "\n", with: "\\n")
+    }
+
+    func format(_ v: Double) -> String { v.rounded() == v && abs(v) < 1e15 ? String(Int64(v)) : String(v) }
+}
+
+extension String {
+    func replacingOccurrences(of target: String, with replacement: String) -> String {
+        guard !target.isEmpty else { return self }
+        var out = ""
+        var rest = Substring(self)
+        while let r = rest.range(of: target) {
+            out += rest[..<r.lowerBound]
+            out += replacement
+            rest = rest[r.upperBound...]
+        }
+        return out + rest
+    }
+}
+
+extension Substring {
+    func range(of target: String) -> Range<Substring.Index>? {
+        guard !target.isEmpty, count >= target.count else { return nil }
+        var i = startIndex
+        while i < endIndex {
+            if self[i...].hasPrefix(target) { return i..<index(i, offsetBy: target.count) }
+            i = index(after: i)
+        }
+        return nil
+    }
+}
+
+public enum ProcessMemory {
+    /// Resident set size in bytes, from /proc/self/statm.
+    public static func residentBytes() -> Int? {
+        guard let bytes = readFile("/proc/self/statm", maxBytes: 256) else { return nil }
+        let fields = String(decoding: bytes, as: UTF8.self).split(separator: " ")
+        guard fields.count > 1, let pages = Int(fields[1]) else { return nil }
+        return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
+    }
+}
