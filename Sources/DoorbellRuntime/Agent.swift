@@ -226,15 +226,33 @@ public final class Agent: @unchecked Sendable {
         return .object([("ok", .bool(true)), ("event_ids", .array(ids))])
     }
 
-    func queueJSON(limit: Int) -> JSONValue {
+    func queueJSON(_ request: JSONValue) -> JSONValue {
         do {
-            let now = Clocks.wallMicros() / 1000
-            let entries = try outbox.pending(limit: limit).map { e -> JSONValue in
-                .object([("id", .string(e.id)), ("sequence", .number(Double(e.sequence))), ("type", .string(e.type)),
-                         ("age_s", .number(Double(max(0, now - e.createdAtMs) / 1000))), ("attempts", .number(Double(e.attempts))),
-                         ("last_error", e.lastError.map(JSONValue.string) ?? .null)])
+            switch request["action"]?.stringValue ?? "list" {
+            case "list":
+                let now = Clocks.wallMicros() / 1000
+                let limit = Int(request["limit"]?.intValue ?? 100)
+                let dead = request["dead"]?.boolValue == true
+                let entries = try (dead ? outbox.deadLetters(limit: limit) : outbox.pending(limit: limit)).map { e -> JSONValue in
+                    .object([("id", .string(e.id)), ("sequence", .number(Double(e.sequence))), ("type", .string(e.type)),
+                             ("age_s", .number(Double(max(0, now - e.createdAtMs) / 1000))), ("attempts", .number(Double(e.attempts))),
+                             ("dead", .bool(e.dead)), ("last_error", e.lastError.map(JSONValue.string) ?? .null)])
+                }
+                let stats = try outbox.stats()
+                return .object([("ok", .bool(true)), ("depth", .number(Double(stats.depth))), ("dead", .number(Double(stats.dead))),
+                                ("events", .array(entries))])
+            case "retry":
+                let n = try outbox.retryDead()
+                log.notice("queue.retry", [("events", String(n))])
+                deliverer?.notify()
+                return .object([("ok", .bool(true)), ("requeued", .number(Double(n)))])
+            case "purge-dead":
+                let n = try outbox.purgeDead()
+                log.warning("queue.purged_dead_letters", [("events", String(n))])
+                return .object([("ok", .bool(true)), ("purged", .number(Double(n)))])
+            case let other:
+                return .object([("ok", .bool(false)), ("error", .string("unknown queue action \"\(other)\"; use list, retry or purge-dead"))])
             }
-            return .object([("ok", .bool(true)), ("depth", .number(Double((try? outbox.stats().depth) ?? entries.count))), ("events", .array(entries))])
         } catch {
             return .object([("ok", .bool(false)), ("error", .string(error.description))])
         }
@@ -367,7 +385,7 @@ public final class Agent: @unchecked Sendable {
                                     ("key_id", .string(DeviceKey.keyID(deviceKey.publicKey))), ("algorithm", .string("ed25519"))]))
         case "version": return .single(.object([("ok", .bool(true)), ("version", .string(AgentVersion.current))]))
         case "inject": return .single(inject(deviceID: request["device"]?.stringValue ?? ""))
-        case "queue": return .single(queueJSON(limit: Int(request["limit"]?.intValue ?? 100)))
+        case "queue": return .single(queueJSON(request))
         case "events":
             if request["follow"]?.boolValue == true {
                 let feed = self.feed
@@ -404,7 +422,8 @@ public final class Agent: @unchecked Sendable {
         var outboxJSON: [(String, JSONValue)] = []
         do {
             let s = try outbox.stats()
-            outboxJSON = [("depth", .number(Double(s.depth))), ("last_sequence", .number(Double(s.lastSequence))),
+            if s.dead > 0 { problems.append("outbox: \(s.dead) event(s) refused by the receiver are parked; see agentctl queue --dead") }
+            outboxJSON = [("depth", .number(Double(s.depth))), ("dead", .number(Double(s.dead))), ("last_sequence", .number(Double(s.lastSequence))),
                           ("oldest_age_s", s.oldestCreatedAtMs.map { .number(Double(max(0, now / 1000 - $0) / 1000)) } ?? .null)]
         } catch {
             problems.append("outbox: \(error.description)")

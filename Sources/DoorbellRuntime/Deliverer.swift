@@ -107,7 +107,8 @@ public final class Deliverer: @unchecked Sendable {
                 wake.wait(timeoutMicros: due - now)
                 continue
             }
-            if deliver(head) {
+            let outcome = deliver(head)
+            if outcome == .delivered || outcome == .parked {
                 notBefore[head.id] = nil
             } else {
                 let attempt = head.attempts
@@ -124,8 +125,16 @@ public final class Deliverer: @unchecked Sendable {
         }
     }
 
-    /// One attempt. Returns true when the receiver acknowledged it and the row is gone.
-    private func deliver(_ entry: OutboxEntry) -> Bool {
+    enum Outcome { case delivered, retry, parked }
+
+    /// 4xx that will not change by retrying: park the event as a dead letter (kept, counted,
+    /// shown in `agentctl queue`). 408/409/425/429 are about timing and are retried.
+    static func isPermanent(_ status: Int) -> Bool {
+        (400..<500).contains(status) && ![408, 409, 425, 429].contains(status)
+    }
+
+    /// One attempt.
+    private func deliver(_ entry: OutboxEntry) -> Outcome {
         if client == nil {
             do {
                 client = try HTTPSClient(options: HTTPSClientOptions(
@@ -133,17 +142,17 @@ public final class Deliverer: @unchecked Sendable {
                     requestTimeoutMs: settings.requestTimeoutMs, userAgent: "doorbell-agent/\(AgentVersion.current)"))
             } catch {
                 fail(entry, error.description)
-                return false
+                return .retry
             }
         }
-        guard let client else { return false }
+        guard let client else { return .retry }
         let headers: [(String, String)]
         do {
             headers = try signer.headers(id: entry.id, timestamp: Clocks.wallSeconds(), body: entry.body,
                                          gatewayID: gatewayID, userAgent: "doorbell-agent/\(AgentVersion.current)")
         } catch {
             fail(entry, error.description)
-            return false
+            return .retry
         }
         let started = Clocks.monotonicMicros()
         busySince.withLock { $0 = started }
@@ -152,13 +161,23 @@ public final class Deliverer: @unchecked Sendable {
         switch result {
         case let .failure(error):
             fail(entry, error.description, reason: "\(error.code)")
-            return false
+            return .retry
         case let .success(response):
             guard (200..<300).contains(response.status) else {
                 let snippet = String(decoding: response.body.prefix(200), as: UTF8.self)
-                fail(entry, "receiver answered HTTP \(response.status)" + (snippet.isEmpty ? "" : ": \(snippet)"),
-                     reason: "http_\(response.status / 100)xx")
-                return false
+                let message = "receiver answered HTTP \(response.status)" + (snippet.isEmpty ? "" : ": \(snippet)")
+                fail(entry, message, reason: "http_\(response.status / 100)xx")
+                if Self.isPermanent(response.status) {
+                    do {
+                        try outbox.markDead(id: entry.id, error: message)
+                        log.error("uplink.event_parked", [("event.id", entry.id), ("status", String(response.status)),
+                                                          ("hint", "the receiver refused it for good; see agentctl queue --dead, then agentctl queue retry or purge --dead")])
+                        return .parked
+                    } catch {
+                        log.error("outbox.write_failed", [("error", error.description)])
+                    }
+                }
+                return .retry
             }
             do {
                 try outbox.markDelivered(id: entry.id)
@@ -176,7 +195,7 @@ public final class Deliverer: @unchecked Sendable {
             }
             log.info("uplink.delivered", [("event.id", entry.id), ("sequence", String(entry.sequence)),
                                           ("status", String(response.status)), ("latency_ms", String(latency / 1000))])
-            return true
+            return .delivered
         }
     }
 

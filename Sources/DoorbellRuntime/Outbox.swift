@@ -14,16 +14,20 @@ public struct OutboxEntry: Sendable, Equatable {
     public let createdAtMs: Int64
     public var attempts: Int
     public var lastError: String?
+    /// Refused for good by the receiver (a permanent 4xx): kept, never retried by itself.
+    public var dead: Bool = false
 }
 
 public struct OutboxStats: Sendable, Equatable {
     public var depth: Int
     public var oldestCreatedAtMs: Int64?
     public var lastSequence: Int64
-    public init(depth: Int, oldestCreatedAtMs: Int64?, lastSequence: Int64) {
+    public var dead: Int = 0
+    public init(depth: Int, oldestCreatedAtMs: Int64?, lastSequence: Int64, dead: Int = 0) {
         self.depth = depth
         self.oldestCreatedAtMs = oldestCreatedAtMs
         self.lastSequence = lastSequence
+        self.dead = dead
     }
 }
 
@@ -36,7 +40,7 @@ public struct OutboxError: Error, Sendable, CustomStringConvertible, Equatable {
 }
 
 public final class Outbox: @unchecked Sendable {
-    public static let schemaVersion: Int32 = 1
+    public static let schemaVersion: Int32 = 2
     public let path: String
     private var db: OpaquePointer?
     private var mutex = pthread_mutex_t()
@@ -116,6 +120,15 @@ public final class Outbox: @unchecked Sendable {
             COMMIT;
             """)
         }
+        if version < 2 {
+            // v2: dead letters (permanent rejections) stay in the table, marked.
+            try exec("""
+            BEGIN IMMEDIATE;
+            ALTER TABLE events ADD COLUMN dead INTEGER NOT NULL DEFAULT 0;
+            PRAGMA user_version = 2;
+            COMMIT;
+            """)
+        }
     }
 
     // MARK: - Operations
@@ -138,11 +151,16 @@ public final class Outbox: @unchecked Sendable {
         }
     }
 
-    public func pending(limit: Int) throws(OutboxError) -> [OutboxEntry] {
+    public func pending(limit: Int) throws(OutboxError) -> [OutboxEntry] { try entries(dead: false, limit: limit) }
+
+    public func deadLetters(limit: Int) throws(OutboxError) -> [OutboxEntry] { try entries(dead: true, limit: limit) }
+
+    private func entries(dead: Bool, limit: Int) throws(OutboxError) -> [OutboxEntry] {
         try locked { () throws(OutboxError) -> [OutboxEntry] in
-            let stmt = try prepare("SELECT id, sequence, type, body, created_at_ms, attempts, last_error FROM events ORDER BY sequence LIMIT ?")
+            let stmt = try prepare("SELECT id, sequence, type, body, created_at_ms, attempts, last_error, dead FROM events WHERE dead = ? ORDER BY sequence LIMIT ?")
             defer { sqlite3_reset(stmt) }
-            sqlite3_bind_int64(stmt, 1, Int64(limit))
+            sqlite3_bind_int64(stmt, 1, dead ? 1 : 0)
+            sqlite3_bind_int64(stmt, 2, Int64(limit))
             var out: [OutboxEntry] = []
             while true {
                 let rc = sqlite3_step(stmt)
@@ -156,7 +174,7 @@ public final class Outbox: @unchecked Sendable {
                 out.append(OutboxEntry(
                     id: text(stmt, 0) ?? "", sequence: sqlite3_column_int64(stmt, 1), type: text(stmt, 2) ?? "",
                     body: body, createdAtMs: sqlite3_column_int64(stmt, 4), attempts: Int(sqlite3_column_int64(stmt, 5)),
-                    lastError: text(stmt, 6)))
+                    lastError: text(stmt, 6), dead: sqlite3_column_int64(stmt, 7) != 0))
             }
             return out
         }
@@ -185,10 +203,37 @@ public final class Outbox: @unchecked Sendable {
 
     public func stats() throws(OutboxError) -> OutboxStats {
         try locked { () throws(OutboxError) -> OutboxStats in
-            let depth = try queryInt("SELECT COUNT(*) FROM events") ?? 0
-            let oldest = try queryInt("SELECT MIN(created_at_ms) FROM events")
+            let depth = try queryInt("SELECT COUNT(*) FROM events WHERE dead = 0") ?? 0
+            let oldest = try queryInt("SELECT MIN(created_at_ms) FROM events WHERE dead = 0")
             let last = try queryInt("SELECT value FROM meta WHERE key = 'last_sequence'") ?? 0
-            return OutboxStats(depth: Int(depth), oldestCreatedAtMs: oldest, lastSequence: last)
+            let dead = try queryInt("SELECT COUNT(*) FROM events WHERE dead = 1") ?? 0
+            return OutboxStats(depth: Int(depth), oldestCreatedAtMs: oldest, lastSequence: last, dead: Int(dead))
+        }
+    }
+
+    /// Parks an event the receiver refused for good; it stays until retried or purged.
+    public func markDead(id: String, error message: String) throws(OutboxError) {
+        try locked { () throws(OutboxError) in
+            try run("UPDATE events SET dead = 1, attempts = attempts + 1, last_error = ? WHERE id = ?",
+                    [.text(String(message.prefix(500))), .text(id)])
+        }
+    }
+
+    /// Moves dead letters back to the queue; returns how many.
+    @discardableResult
+    public func retryDead() throws(OutboxError) -> Int {
+        try locked { () throws(OutboxError) -> Int in
+            try run("UPDATE events SET dead = 0, attempts = 0 WHERE dead = 1", [])
+            return Int(sqlite3_changes(db))
+        }
+    }
+
+    /// Deletes dead letters (the only way an accepted event is ever dropped); returns how many.
+    @discardableResult
+    public func purgeDead() throws(OutboxError) -> Int {
+        try locked { () throws(OutboxError) -> Int in
+            try run("DELETE FROM events WHERE dead = 1", [])
+            return Int(sqlite3_changes(db))
         }
     }
 

@@ -108,18 +108,65 @@ extension AgentctlCommand {
     }
 
     struct Queue: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List the events waiting in the outbox, oldest first.")
-        @OptionGroup var options: SocketOptions
-        @Option(help: "At most this many.") var limit = 50
+        static let configuration = CommandConfiguration(
+            abstract: "The outbox: list waiting events, retry dead letters, purge them.",
+            subcommands: [List.self, Retry.self, Purge.self], defaultSubcommand: List.self)
 
-        func run() throws {
-            let r = try ask(options, "queue", [("limit", .number(Double(limit)))])
-            if options.json { print(JSONWriter.string(r)); return }
-            print("\(r["depth"]?.intValue ?? 0) event(s) waiting")
-            guard case let .array(events)? = r["events"] else { return }
-            for e in events {
-                let error = e["last_error"]?.stringValue.map { "  last error: \($0)" } ?? ""
-                print("#\(e["sequence"]?.intValue ?? 0) \(e["type"]?.stringValue ?? "") \(e["id"]?.stringValue ?? "") age \(e["age_s"]?.intValue ?? 0) s, \(e["attempts"]?.intValue ?? 0) attempt(s)\(error)")
+        struct List: ParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "List the events waiting in the outbox, oldest first.")
+            @OptionGroup var options: SocketOptions
+            @Flag(help: "List the dead letters (events the receiver refused for good) instead.") var dead = false
+            @Option(help: "At most this many.") var limit = 50
+
+            func run() throws {
+                let r = try ask(options, "queue", [("action", .string("list")), ("dead", .bool(dead)), ("limit", .number(Double(limit)))])
+                if options.json { print(JSONWriter.string(r)); return }
+                print("\(r["depth"]?.intValue ?? 0) event(s) waiting, \(r["dead"]?.intValue ?? 0) dead letter(s)")
+                guard case let .array(events)? = r["events"] else { return }
+                for e in events {
+                    let error = e["last_error"]?.stringValue.map { "  last error: \($0)" } ?? ""
+                    print("#\(e["sequence"]?.intValue ?? 0) \(e["type"]?.stringValue ?? "") \(e["id"]?.stringValue ?? "") age \(e["age_s"]?.intValue ?? 0) s, \(e["attempts"]?.intValue ?? 0) attempt(s)\(error)")
+                }
+            }
+        }
+
+        struct Retry: ParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Put every dead letter back in the queue (after fixing the receiver).")
+            @OptionGroup var options: SocketOptions
+            @Option(help: "Show delivery progress for up to this many seconds (0: don't wait).") var waitSeconds = 60
+
+            func run() throws {
+                let r = try ask(options, "queue", [("action", .string("retry"))])
+                let requeued = Int(r["requeued"]?.intValue ?? 0)
+                if options.json { print(JSONWriter.string(r)); return }
+                print("requeued \(requeued) event(s)")
+                guard requeued > 0, waitSeconds > 0 else { return }
+                // Progress: the queue draining, on one line, until empty, stuck or out of time.
+                let start = Int(try ask(options, "queue", [("action", .string("list")), ("limit", .number(0))])["depth"]?.intValue ?? 0)
+                for _ in 0..<(waitSeconds * 4) {
+                    let q = try ask(options, "queue", [("action", .string("list")), ("limit", .number(0))])
+                    let depth = Int(q["depth"]?.intValue ?? 0)
+                    print("\rdelivering: \(max(0, start - depth))/\(start) done, \(q["dead"]?.intValue ?? 0) dead", terminator: "")
+                    fflush(nil)
+                    if depth == 0 { break }
+                    usleep(250_000)
+                }
+                print("")
+            }
+        }
+
+        struct Purge: ParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Delete the dead letters. Nothing else is ever deleted by hand.")
+            @OptionGroup var options: SocketOptions
+            @Flag(help: "Required: purge the dead letters.") var dead = false
+
+            func validate() throws {
+                guard dead else { throw ValidationError("only dead letters can be purged: agentctl queue purge --dead") }
+            }
+
+            func run() throws {
+                let r = try ask(options, "queue", [("action", .string("purge-dead"))])
+                print(options.json ? JSONWriter.string(r) : "purged \(r["purged"]?.intValue ?? 0) dead letter(s)")
             }
         }
     }
