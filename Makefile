@@ -23,10 +23,10 @@ demo: build build-cloud
 
 # Every test: unit, property, and integration with real rtl_433, SQLite, HTTPS and processes.
 test: deps build-cloud
+	scripts/check-rtl433-specs.sh
+	cd cloud && $(SWIFT) test
 	$(SWIFT) build --build-tests
 	DOORBELL_CLOUD_BIN=$(CURDIR)/$(CLOUD_BIN) $(SWIFT) test --skip-build
-	cd cloud && $(SWIFT) test
-	scripts/check-rtl433-specs.sh
 
 clean:
 	rm -rf .build cloud/.build .work
