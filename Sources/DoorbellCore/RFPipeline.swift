@@ -14,11 +14,17 @@ public struct ReceiveTime: Sendable, Equatable {
     }
 }
 
-public struct UnknownTransmitter: Sendable, Equatable {
+/// A transmitter the radio heard, configured or not: what `agentctl scan` shows.
+public struct HeardTransmitter: Sendable, Equatable {
     public var identity: String
     public var model: String
     public var frames: Int
     public var lastSeenWallMicros: Int64
+    public var rssi: Double?
+    /// The configured device it matched, nil for strangers.
+    public var deviceID: String?
+    /// A `match = { ... }` value that would select it, for a ready-to-paste [[device]].
+    public var match: String
 }
 
 public struct RFPipeline: Sendable {
@@ -36,7 +42,8 @@ public struct RFPipeline: Sendable {
     public private(set) var tracker: ButtonTracker
     public private(set) var counters = Counters()
     public private(set) var lastMalformed: String?
-    public private(set) var unknown: [String: UnknownTransmitter] = [:]
+    public private(set) var heard: [String: HeardTransmitter] = [:]
+    public var unknown: [String: HeardTransmitter] { heard.filter { $0.value.deviceID == nil } }
     /// The frame that started the current press of each device, for the event's details.
     private var pressFrames: [String: RFFrame] = [:]
 
@@ -69,9 +76,10 @@ public struct RFPipeline: Sendable {
         if let directory {
             guard let config = directory.match(frame, radio: radio) else {
                 counters.unmatchedFrames += 1
-                noteUnknown(frame, at: time)
+                note(frame, device: nil, at: time)
                 return []
             }
+            note(frame, device: config.id, at: time)
             device = DeviceRef(id: config.id, name: config.name, radio: radio)
         } else {
             device = DeviceRef(id: frame.identity, name: frame.model, radio: radio)
@@ -112,18 +120,33 @@ public struct RFPipeline: Sendable {
         return .object(members + extra)
     }
 
-    private mutating func noteUnknown(_ frame: RFFrame, at time: ReceiveTime) {
-        if var u = unknown[frame.identity] {
-            u.frames += 1
-            u.lastSeenWallMicros = time.wallMicros
-            unknown[frame.identity] = u
+    private mutating func note(_ frame: RFFrame, device: String?, at time: ReceiveTime) {
+        if var h = heard[frame.identity] {
+            h.frames += 1
+            h.lastSeenWallMicros = time.wallMicros
+            h.rssi = frame.rssi ?? h.rssi
+            h.deviceID = device
+            heard[frame.identity] = h
             return
         }
-        if unknown.count >= Self.maxUnknownTracked,
-           let oldest = unknown.min(by: { $0.value.lastSeenWallMicros < $1.value.lastSeenWallMicros })?.key {
-            unknown.removeValue(forKey: oldest)
+        if heard.count >= Self.maxUnknownTracked,
+           let oldest = heard.min(by: { $0.value.lastSeenWallMicros < $1.value.lastSeenWallMicros })?.key {
+            heard.removeValue(forKey: oldest)
         }
-        unknown[frame.identity] = UnknownTransmitter(identity: frame.identity, model: frame.model, frames: 1,
-                                                     lastSeenWallMicros: time.wallMicros)
+        heard[frame.identity] = HeardTransmitter(identity: frame.identity, model: frame.model, frames: 1,
+                                                 lastSeenWallMicros: time.wallMicros, rssi: frame.rssi, deviceID: device,
+                                                 match: Self.matchSnippet(frame))
+    }
+
+    /// `{ code = "0x91568F" }`, or the identity fields for decoders that print no code.
+    static func matchSnippet(_ frame: RFFrame) -> String {
+        if let code = frame.code { return "{ code = \"0x\(code.uppercased())\" }" }
+        var parts: [String] = []
+        if frame.identity.hasPrefix("data="), frame.fields["model"] != nil { parts.append("model = \"\(frame.model)\"") }
+        for key in RTL433Decoder.identityFields {
+            guard let v = frame.fields[key] else { continue }
+            if let i = v.intValue { parts.append("\(key) = \(i)") } else if let t = RTL433Decoder.scalarText(v) { parts.append("\(key) = \"\(t)\"") }
+        }
+        return "{ " + parts.joined(separator: ", ") + " }"
     }
 }

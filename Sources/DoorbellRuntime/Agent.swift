@@ -35,6 +35,8 @@ public final class Agent: @unchecked Sendable {
     var control: ControlServer?
     private var rng = Locked(SystemRandomNumberGenerator())
     public let feed = EventFeed()
+    /// Raw radio lines for `agentctl capture`; only filled while someone captures.
+    let rawFeed = EventFeed()
 
     public init(config: AgentConfig, log: Logger) throws(AgentStartError) {
         self.current = Locked(config)
@@ -165,6 +167,7 @@ public final class Agent: @unchecked Sendable {
 
     /// One rtl_433 line from the radio thread.
     func ingest(line: String) {
+        if rawFeed.hasFollowers { rawFeed.publish(.object([("radio", .string("rtl433")), ("line", .string(line))])) }
         let time = ReceiveTime(monoMicros: Clocks.monotonicMicros(), wallMicros: Clocks.wallMicros(),
                                clockSynced: Clocks.isWallClockSynchronized())
         let (events, malformed) = pipeline.withLock { p -> ([AgentEvent], String?) in
@@ -265,6 +268,7 @@ public final class Agent: @unchecked Sendable {
         radio?.stop()
         metrics?.stop()
         feed.close()
+        rawFeed.close()
         deliverer?.stop(graceMicros: uplinkGraceMicros)
         control?.stop()
         outbox.close()
@@ -375,7 +379,7 @@ public final class Agent: @unchecked Sendable {
 
     // MARK: - Control
 
-    static let controlCommands = ["status", "pubkey", "version", "events", "inject", "queue"]
+    static let controlCommands = ["status", "pubkey", "version", "events", "inject", "queue", "scan", "capture"]
 
     func handleControl(_ request: JSONValue) -> ControlReply {
         switch request["command"]?.stringValue {
@@ -386,6 +390,20 @@ public final class Agent: @unchecked Sendable {
         case "version": return .single(.object([("ok", .bool(true)), ("version", .string(AgentVersion.current))]))
         case "inject": return .single(inject(deviceID: request["device"]?.stringValue ?? ""))
         case "queue": return .single(queueJSON(request))
+        case "scan":
+            let heard = pipeline.snapshot.heard.values.sorted { $0.lastSeenWallMicros > $1.lastSeenWallMicros }.map { h -> JSONValue in
+                .object([("radio", .string("rtl433")), ("identity", .string(h.identity)), ("model", .string(h.model)),
+                         ("frames", .number(Double(h.frames))), ("rssi_db", h.rssi.map(JSONValue.number) ?? .null),
+                         ("last_seen", .string(RFC3339.format(micros: h.lastSeenWallMicros))),
+                         ("device", h.deviceID.map(JSONValue.string) ?? .null), ("match", .string(h.match))])
+            }
+            return .single(.object([("ok", .bool(true)), ("transmitters", .array(heard))]))
+        case "capture":
+            let raw = rawFeed
+            return .stream { write in
+                guard write(.object([("ok", .bool(true)), ("capturing", .bool(true))])) else { return }
+                raw.follow(includeRecent: false, write)
+            }
         case "events":
             if request["follow"]?.boolValue == true {
                 let feed = self.feed

@@ -183,8 +183,10 @@ public final class ControlServer: @unchecked Sendable {
 public enum ControlClient {
     /// Sends one request and calls `onLine` for every response line until the agent closes the
     /// stream or `onLine` returns false.
-    public static func stream(path: String, _ request: JSONValue, onLine: (JSONValue) -> Bool) throws(ControlError) {
-        let s = try connectSocket(path: path, timeoutSeconds: 0)
+    /// With `idleSeconds`, `onIdle` is asked every that many quiet seconds whether to go on.
+    public static func stream(path: String, _ request: JSONValue, idleSeconds: Int = 0, onIdle: () -> Bool = { true },
+                              onLine: (JSONValue) -> Bool) throws(ControlError) {
+        let s = try connectSocket(path: path, timeoutSeconds: idleSeconds)
         defer { close(s) }
         var line = JSONWriter.encode(request)
         line.append(0x0A)
@@ -194,6 +196,10 @@ public enum ControlClient {
         var keepGoing = true
         while keepGoing {
             let n = chunk.withUnsafeMutableBytes { buf in retryingEINTR { read(s, buf.baseAddress, buf.count) } }
+            if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) {
+                keepGoing = onIdle()
+                continue
+            }
             if n <= 0 { break }
             chunk.withUnsafeBytes { raw in
                 splitter.feed(UnsafeRawBufferPointer(rebasing: raw[0..<n])) { text in

@@ -33,12 +33,15 @@ public final class EventFeed: @unchecked Sendable {
 
     public var recent: [JSONValue] { state.snapshot.recent }
 
-    /// Streams recent events, then live ones, until `write` fails (client gone) or `close()`.
-    public func follow(_ write: (JSONValue) -> Bool) {
+    public var hasFollowers: Bool { !state.snapshot.followers.isEmpty }
+
+    /// Streams recent events (unless `includeRecent` is false), then live ones, until `write`
+    /// fails (client gone) or `close()`.
+    public func follow(includeRecent: Bool = true, _ write: (JSONValue) -> Bool) {
         let follower = Follower()
         let recent = state.withLock { s -> [JSONValue] in
             s.followers[ObjectIdentifier(follower)] = follower
-            return s.recent
+            return includeRecent ? s.recent : []
         }
         defer { _ = state.withLock { $0.followers.removeValue(forKey: ObjectIdentifier(follower)) } }
         for e in recent where !write(e) { return }

@@ -10,7 +10,7 @@ struct AgentctlCommand: ParsableCommand {
         abstract: "Ask the running doorbell-agent how it is doing.",
         discussion: "Shell completions: agentctl --generate-completion-script bash|zsh|fish",
         version: AgentVersion.current,
-        subcommands: [Status.self, Events.self, Queue.self, Inject.self, Pubkey.self, Config.self, Version.self]
+        subcommands: [Status.self, Events.self, Queue.self, Inject.self, Scan.self, Capture.self, Pubkey.self, Config.self, Version.self]
     )
 }
 
@@ -168,6 +168,94 @@ extension AgentctlCommand {
                 let r = try ask(options, "queue", [("action", .string("purge-dead"))])
                 print(options.json ? JSONWriter.string(r) : "purged \(r["purged"]?.intValue ?? 0) dead letter(s)")
             }
+        }
+    }
+
+    struct Scan: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "What the radios hear: identity, model, RSSI, frames/s, last seen, and a [[device]] snippet for each stranger.")
+        @OptionGroup var options: SocketOptions
+        @Option(help: "Listen this long to measure frame rates.") var seconds = 10
+
+        func run() throws {
+            func snapshot() throws -> [String: JSONValue] {
+                var out: [String: JSONValue] = [:]
+                if case let .array(list)? = try ask(options, "scan")["transmitters"] {
+                    for t in list { if let id = t["identity"]?.stringValue { out[id] = t } }
+                }
+                return out
+            }
+            let before = try snapshot()
+            if seconds > 0 {
+                FileHandleErr.write("agentctl: listening for \(seconds) s ...")
+                sleep(UInt32(seconds))
+            }
+            let after = try snapshot()
+            let rows = after.values.sorted { ($0["last_seen"]?.stringValue ?? "") > ($1["last_seen"]?.stringValue ?? "") }
+            if options.json {
+                print(JSONWriter.string(.array(rows.map { t in
+                    let id = t["identity"]?.stringValue ?? ""
+                    let delta = Double((t["frames"]?.intValue ?? 0) - (before[id]?["frames"]?.intValue ?? 0))
+                    guard case var .object(m) = t else { return t }
+                    m.append(("frames_per_s", .number(seconds > 0 ? delta / Double(seconds) : 0)))
+                    return .object(m)
+                })))
+                return
+            }
+            if rows.isEmpty { print("nothing heard yet (since the agent started)") }
+            for t in rows {
+                let id = t["identity"]?.stringValue ?? ""
+                let delta = (t["frames"]?.intValue ?? 0) - (before[id]?["frames"]?.intValue ?? 0)
+                let rate = seconds > 0 ? String(format1(Double(delta) / Double(seconds))) : "-"
+                let rssi = t["rssi_db"]?.doubleValue.map { String(format1($0)) + " dB" } ?? "-"
+                let who = t["device"]?.stringValue.map { "device \($0)" } ?? "NOT CONFIGURED"
+                print("\(id)  \(t["model"]?.stringValue ?? "")  rssi \(rssi)  \(rate) frames/s  last \(t["last_seen"]?.stringValue ?? "-")  \(who)")
+                if t["device"] == .null {
+                    print("    [[device]]\n    id = \"rf-\(id.replacingOccurrences(of: "=", with: "-").replacingOccurrences(of: ",", with: "-"))\"\n    name = \"...\"\n    radio = \"rtl433\"\n    match = \(t["match"]?.stringValue ?? "{ }")")
+                }
+            }
+        }
+
+        func format1(_ v: Double) -> String { String(Double(Int((v * 10).rounded())) / 10) }
+    }
+
+    struct Capture: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Record what the radios deliver for N seconds into FILE (rtl_433 JSON lines: replay it with doorbell-agent replay FILE).")
+        @OptionGroup var options: SocketOptions
+        @Option(help: "How long to record.") var seconds = 30
+        @Option(help: "Output file.") var out: String
+
+        func validate() throws {
+            guard (1...3_600).contains(seconds) else { throw ValidationError("--seconds must be 1...3600") }
+        }
+
+        func run() throws {
+            let fd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+            guard fd >= 0 else {
+                FileHandleErr.write("agentctl: cannot create \(out): \(errnoText())")
+                throw ExitCode(73)
+            }
+            defer { close(fd) }
+            let deadline = Clocks.monotonicMicros() + Int64(seconds) * 1_000_000
+            var lines = 0
+            do {
+                // A quiet air sends nothing: check the deadline every second anyway.
+                try ControlClient.stream(path: options.socket, .object([("command", .string("capture"))]), idleSeconds: 1,
+                                         onIdle: { Clocks.monotonicMicros() < deadline }) { value in
+                    if let line = value["line"]?.stringValue {
+                        var bytes = Array(line.utf8)
+                        bytes.append(0x0A)
+                        _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+                        lines += 1
+                    }
+                    return Clocks.monotonicMicros() < deadline
+                }
+            } catch {
+                FileHandleErr.write("agentctl: \(error.description)")
+                throw ExitCode(69)
+            }
+            print("captured \(lines) line(s) in \(seconds) s to \(out)")
         }
     }
 
