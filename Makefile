@@ -3,7 +3,7 @@ SHELL := /bin/bash
 SWIFT ?= swift
 CLOUD_BIN := cloud/.build/debug/doorbell-cloud
 
-.PHONY: all deps build build-cloud demo test test-agent test-cloud check-specs clean
+.PHONY: all deps build build-cloud demo test deb clean
 
 all: build
 
@@ -21,9 +21,15 @@ build-cloud: deps
 demo: build build-cloud
 	@scripts/demo.sh
 
+# The Debian package for this machine's architecture (release, static Swift runtime, stripped).
+deb: deps
+	scripts/make-deb.sh
+
 # Every test: unit, property, and integration with real rtl_433, SQLite, HTTPS and processes.
 test: deps build-cloud
 	scripts/check-rtl433-specs.sh
+	scripts/make-deb.sh
+	scripts/test-deb.sh
 	cd cloud && $(SWIFT) test
 	$(SWIFT) build --build-tests
 	DOORBELL_CLOUD_BIN=$(CURDIR)/$(CLOUD_BIN) $(SWIFT) test --skip-build

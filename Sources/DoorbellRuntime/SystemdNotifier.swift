@@ -1,3 +1,4 @@
+import CLinux
 import Glibc
 
 // systemd's notify protocol, spoken directly: one datagram per state change to $NOTIFY_SOCKET
