@@ -285,6 +285,29 @@ public enum ConfigLoader {
         if let v = t.int("retry_initial_ms", in: 10...600_000) { u.retryInitialMs = v }
         if let v = t.int("retry_max_ms", in: 100...86_400_000) { u.retryMaxMs = v }
         if u.retryMaxMs < u.retryInitialMs { t.report("retry_max_ms", "must be at least retry_initial_ms (\(u.retryInitialMs))") }
+        if let pin = t.string("pinned_public_key", required: false) {
+            let pins = pin.split(separator: ";")
+            if pins.isEmpty || !pins.allSatisfy({ $0.hasPrefix("sha256//") && $0.count > 8 }) {
+                t.report("pinned_public_key", "must be sha256//<base64 of the SPKI hash>, several separated by ';' (openssl x509 -pubkey -noout -in cert.pem | openssl pkey -pubin -outform der | openssl dgst -sha256 -binary | base64)")
+            }
+            u.pinnedPublicKey = pin
+        }
+        for (key, keyPath) in [("client_cert_file", \UplinkSettings.clientCertFile), ("client_key_file", \UplinkSettings.clientKeyFile)] {
+            if let s = t.string(key, required: false) {
+                let p = resolve(s, baseDir: baseDir)
+                u[keyPath: keyPath] = p
+                if !checks.isReadableFile(p) { t.report(key, "cannot read \(p); mTLS needs the gateway's PEM certificate and key") }
+            }
+        }
+        if (u.clientCertFile == nil) != (u.clientKeyFile == nil) {
+            t.report(u.clientCertFile == nil ? "client_key_file" : "client_cert_file", "client_cert_file and client_key_file go together (mTLS)")
+        }
+        if let proxy = t.string("proxy", required: false) {
+            if !["http://", "https://", "socks5://", "socks5h://"].contains(where: { proxy.hasPrefix($0) }) {
+                t.report("proxy", "must start with http://, https://, socks5:// or socks5h://; found \"\(proxy)\"")
+            }
+            u.proxy = proxy
+        }
         return url == nil ? nil : u
     }
 

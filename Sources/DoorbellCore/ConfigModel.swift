@@ -129,6 +129,13 @@ public struct UplinkSettings: Sendable, Equatable {
     public var requestTimeoutMs: Int = 15_000
     public var retryInitialMs: Int = 1_000
     public var retryMaxMs: Int = 300_000
+    /// libcurl's CURLOPT_PINNEDPUBLICKEY: "sha256//base64[;sha256//...]".
+    public var pinnedPublicKey: String?
+    /// mTLS: the gateway's certificate and key (PEM).
+    public var clientCertFile: String?
+    public var clientKeyFile: String?
+    /// Optional proxy URL (http://host:port, socks5h://...).
+    public var proxy: String?
 
     public init(url: String, caFile: String? = nil, hmacSecretFile: String? = nil, signEd25519: Bool = true,
                 connectTimeoutMs: Int = 5_000, requestTimeoutMs: Int = 15_000,

@@ -453,11 +453,15 @@ public final class Agent: @unchecked Sendable {
         if let deliverer {
             let u = deliverer.status.snapshot
             func time(_ t: Int64?) -> JSONValue { t.map { .string(RFC3339.format(micros: $0)) } ?? .null }
-            if let err = u.lastErrorWallMicros, err > (u.lastSuccessWallMicros ?? 0) { problems.append("uplink: \(u.lastError ?? "")") }
+            if u.endpointGone {
+                problems.append("uplink: the receiver answered 410 Gone for \(u.url): delivery is stopped, events are kept; fix uplink.url and reload")
+            } else if let err = u.lastErrorWallMicros, err > (u.lastSuccessWallMicros ?? 0) {
+                problems.append("uplink: \(u.lastError ?? "")")
+            }
             uplinkJSON = .object([
                 ("url", .string(u.url)), ("delivered", .number(Double(u.delivered))), ("failed_attempts", .number(Double(u.failedAttempts))),
                 ("last_success", time(u.lastSuccessWallMicros)), ("last_error", u.lastError.map(JSONValue.string) ?? .null),
-                ("last_error_at", time(u.lastErrorWallMicros)),
+                ("last_error_at", time(u.lastErrorWallMicros)), ("endpoint_gone", .bool(u.endpointGone)),
             ])
         }
 

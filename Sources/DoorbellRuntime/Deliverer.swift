@@ -13,6 +13,9 @@ public struct UplinkStatus: Sendable, Equatable {
     public var lastErrorWallMicros: Int64?
     public var lastError: String?
     public var lastLatencyMicros: Int64?
+    /// The receiver answered 410: the endpoint is gone. Delivery stops (events are kept) until
+    /// the uplink is reconfigured or the agent restarts.
+    public var endpointGone: Bool = false
     /// Failed attempts by reason (transport error kind or HTTP status class), for metrics.
     public var failuresByReason: [String: Int] = [:]
     /// Created → acknowledged, seconds: counts per upper bound (cumulative buckets built at render).
@@ -107,12 +110,19 @@ public final class Deliverer: @unchecked Sendable {
                 wake.wait(timeoutMicros: due - now)
                 continue
             }
+            retryAfterMillis = nil
             let outcome = deliver(head)
+            if outcome == .gone {
+                // Keep everything, say so, and wait for a new uplink (reload) or a stop.
+                while !isStopping { wake.wait(timeoutMicros: nil) }
+                break
+            }
             if outcome == .delivered || outcome == .parked {
                 notBefore[head.id] = nil
             } else {
                 let attempt = head.attempts
-                let delayMs = backoff.delay(attempt: attempt, random: &rng)
+                var delayMs = backoff.delay(attempt: attempt, random: &rng)
+                if let asked = retryAfterMillis { delayMs = max(delayMs, min(asked, 3_600_000)) }
                 notBefore[head.id] = Clocks.monotonicMicros() + Int64(delayMs) * 1000
                 do {
                     try outbox.recordFailure(id: head.id, error: status.snapshot.lastError ?? "unknown",
@@ -125,7 +135,9 @@ public final class Deliverer: @unchecked Sendable {
         }
     }
 
-    enum Outcome { case delivered, retry, parked }
+    enum Outcome { case delivered, retry, parked, gone }
+    /// A server's wish to be left alone (429/503 Retry-After), honoured up to an hour.
+    private var retryAfterMillis: Int?
 
     /// 4xx that will not change by retrying: park the event as a dead letter (kept, counted,
     /// shown in `agentctl queue`). 408/409/425/429 are about timing and are retried.
@@ -139,7 +151,9 @@ public final class Deliverer: @unchecked Sendable {
             do {
                 client = try HTTPSClient(options: HTTPSClientOptions(
                     url: settings.url, caFile: settings.caFile, connectTimeoutMs: settings.connectTimeoutMs,
-                    requestTimeoutMs: settings.requestTimeoutMs, userAgent: "doorbell-agent/\(AgentVersion.current)"))
+                    requestTimeoutMs: settings.requestTimeoutMs, userAgent: "doorbell-agent/\(AgentVersion.current)",
+                    pinnedPublicKey: settings.pinnedPublicKey, clientCertFile: settings.clientCertFile,
+                    clientKeyFile: settings.clientKeyFile, proxy: settings.proxy))
             } catch {
                 fail(entry, error.description)
                 return .retry
@@ -167,6 +181,17 @@ public final class Deliverer: @unchecked Sendable {
                 let snippet = String(decoding: response.body.prefix(200), as: UTF8.self)
                 let message = "receiver answered HTTP \(response.status)" + (snippet.isEmpty ? "" : ": \(snippet)")
                 fail(entry, message, reason: "http_\(response.status / 100)xx")
+                if response.status == 429 || response.status == 503,
+                   let value = response.header("retry-after"),
+                   let seconds = RetryAfter.seconds(value, nowUnixSeconds: Clocks.wallSeconds()) {
+                    retryAfterMillis = Int(seconds) * 1000
+                }
+                if response.status == 410 {
+                    status.withLock { $0.endpointGone = true }
+                    log.error("uplink.endpoint_gone", [("url", settings.url),
+                                                       ("hint", "the receiver says this endpoint no longer exists (410); events are kept. Fix uplink.url and reload.")])
+                    return .gone
+                }
                 if Self.isPermanent(response.status) {
                     do {
                         try outbox.markDead(id: entry.id, error: message)

@@ -11,9 +11,18 @@ public struct HTTPSClientOptions: Sendable {
     public var connectTimeoutMs: Int
     public var requestTimeoutMs: Int
     public var userAgent: String
+    public var pinnedPublicKey: String?
+    public var clientCertFile: String?
+    public var clientKeyFile: String?
+    public var proxy: String?
 
     public init(url: String, caFile: String? = nil, connectTimeoutMs: Int = 5_000, requestTimeoutMs: Int = 15_000,
-                userAgent: String = "doorbell-agent") {
+                userAgent: String = "doorbell-agent", pinnedPublicKey: String? = nil, clientCertFile: String? = nil,
+                clientKeyFile: String? = nil, proxy: String? = nil) {
+        self.pinnedPublicKey = pinnedPublicKey
+        self.clientCertFile = clientCertFile
+        self.clientKeyFile = clientKeyFile
+        self.proxy = proxy
         self.url = url
         self.caFile = caFile
         self.connectTimeoutMs = connectTimeoutMs
@@ -99,6 +108,13 @@ public final class HTTPSClient {
         try set(CURLOPT_TIMEOUT_MS, options.requestTimeoutMs)
         try set(CURLOPT_USERAGENT, string: options.userAgent)
         if let ca = options.caFile { try set(CURLOPT_CAINFO, string: ca) }
+        if let pin = options.pinnedPublicKey { try set(CURLOPT_PINNEDPUBLICKEY, string: pin) }
+        if let cert = options.clientCertFile, let key = options.clientKeyFile {
+            try set(CURLOPT_SSLCERT, string: cert)
+            try set(CURLOPT_SSLKEY, string: key)
+        }
+        // An explicit proxy, or none at all: an inherited https_proxy must not reroute a doorbell.
+        try set(CURLOPT_PROXY, string: options.proxy ?? "")
         _ = errorBuffer.withUnsafeMutableBufferPointer { doorbell_curl_setopt_ptr(handle, CURLOPT_ERRORBUFFER, $0.baseAddress) }
         let context = Unmanaged.passUnretained(sink).toOpaque()
         _ = doorbell_curl_setopt_ptr(handle, CURLOPT_WRITEDATA, context)
@@ -166,10 +182,16 @@ public final class HTTPSClient {
         case CURLE_COULDNT_CONNECT:
             code = .connectionRefused
             message = "connection refused by \(url): \(detail). Is the receiver running and reachable from the gateway?"
+        case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+            code = .tlsVerify
+            message = "the server's public key at \(url) does not match uplink.pinned_public_key: \(detail). Update the pin if the cloud rotated its key; otherwise this may be an interception."
         case CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_ISSUER_ERROR:
             code = .tlsVerify
             message = "TLS certificate verification failed for \(url): \(detail). Check uplink.ca_file and the server's certificate chain and name."
-        case CURLE_SSL_CONNECT_ERROR, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CIPHER:
+        case CURLE_SSL_CERTPROBLEM:
+            code = .tls
+            message = "the client certificate for \(url) could not be used: \(detail). Check uplink.client_cert_file and client_key_file."
+        case CURLE_SSL_CONNECT_ERROR, CURLE_SSL_CIPHER:
             code = .tls
             message = "TLS handshake with \(url) failed: \(detail)."
         case CURLE_OPERATION_TIMEDOUT:

@@ -84,6 +84,12 @@ import Testing
         Case(name: "bad log level", toml: "gateway_id = \"gw\"\n[log]\nlevel = \"verbose\"\n",
              expected: "log.level: unknown level \"verbose\"; use one of debug, info, notice, warning, error"),
         Case(name: "bad gateway id", toml: "gateway_id = \"gw 1\"\n", expected: "gateway_id: must be 1-64 characters"),
+        Case(name: "bad pin", toml: base + "\n[uplink]\nurl = \"https://x/events\"\npinned_public_key = \"abc\"\n",
+             expected: "uplink.pinned_public_key: must be sha256//<base64 of the SPKI hash>"),
+        Case(name: "cert without key", toml: base + "\n[uplink]\nurl = \"https://x/events\"\nclient_cert_file = \"/etc/hosts\"\n",
+             expected: "uplink.client_key_file: client_cert_file and client_key_file go together"),
+        Case(name: "bad proxy", toml: base + "\n[uplink]\nurl = \"https://x/events\"\nproxy = \"proxy:3128\"\n",
+             expected: "uplink.proxy: must start with http://"),
         Case(name: "no signing key", toml: base + "\n[uplink]\nurl = \"https://x/events\"\nsign_ed25519 = false\n",
              expected: "uplink: no signing key"),
     ]

@@ -44,3 +44,20 @@ import Testing
         for attempt in 0..<40 { #expect((0...60_000).contains(backoff.delay(attempt: attempt, random: &rng))) }
     }
 }
+
+@Suite struct RetryAfterTests {
+    @Test(arguments: [
+        ("120", Int64(120)),
+        ("0", Int64(0)),
+        ("Sun, 06 Nov 1994 08:49:37 GMT", Int64(30)),   // now = 784111747
+        ("Sun, 06 Nov 1994 08:40:00 GMT", Int64(0)),    // in the past
+    ])
+    func parsesBothForms(value: String, expected: Int64) {
+        #expect(RetryAfter.seconds(value, nowUnixSeconds: 784_111_747) == expected)
+    }
+
+    @Test(arguments: ["-5", "soon", "Sun, 06 Nov 1994 25:49:37 GMT", "06 Nov 1994 08:49:37 GMT", ""])
+    func rejectsGarbage(value: String) {
+        #expect(RetryAfter.seconds(value, nowUnixSeconds: 0) == nil)
+    }
+}

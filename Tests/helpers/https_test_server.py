@@ -16,6 +16,8 @@ p.add_argument("--script", default="200")
 p.add_argument("--log", required=True)
 p.add_argument("--ready-file", required=True)
 p.add_argument("--max-seconds", type=float, default=60)
+p.add_argument("--retry-after", default="7", help="Retry-After value sent with 429/503")
+p.add_argument("--client-ca", help="require a client certificate signed by this CA (mTLS)")
 args = p.parse_args()
 
 script = args.script.split(",")
@@ -43,7 +45,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             state["requests"] += 1
             action = script[min(n, len(script) - 1)]
             with open(args.log, "a") as f:
-                f.write(json.dumps({"method": "POST", "path": self.path, "headers": dict(self.headers.items()),
+                f.write(json.dumps({"t": time.time(), "method": "POST", "path": self.path, "headers": dict(self.headers.items()),
                                     "body": body.decode("latin-1"), "connection": self.connection_number}) + "\n")
         if action == "hang":
             time.sleep(args.max_seconds)
@@ -54,7 +56,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if status in (301, 302, 307, 308):
             self.send_header("Location", "https://127.0.0.1:1/elsewhere")
         if status in (429, 503):
-            self.send_header("Retry-After", "7")
+            self.send_header("Retry-After", args.retry_after)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
@@ -65,6 +67,9 @@ server = http.server.ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
 server.daemon_threads = True
 ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
 ctx.load_cert_chain(args.cert, args.key)
+if args.client_ca:
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    ctx.load_verify_locations(args.client_ca)
 server.socket = ctx.wrap_socket(server.socket, server_side=True)
 tmp = args.ready_file + ".tmp"
 with open(tmp, "w") as f:

@@ -1,0 +1,105 @@
+import DoorbellCore
+import DoorbellRuntime
+import Foundation
+import XCTest
+
+/// How the uplink treats what the receiver says: Retry-After, 410 Gone; and TLS pinning / mTLS.
+final class UplinkPolicyTests: XCTestCase {
+    var dir: TempDir!
+    var server: Child?
+    var agent: Child?
+    var port = 0
+    var socket: String { dir.file("control.sock") }
+
+    override func setUpWithError() throws {
+        try requireFile(Paths.agentBinary, "doorbell-agent")
+        dir = try TempDir()
+        XCTAssertEqual(try runCommand("/bin/bash", [Paths.repoRoot + "/scripts/make-test-pki.sh", dir.file("pki")]).status, 0)
+    }
+
+    override func tearDown() {
+        agent?.stop()
+        server?.stop()
+    }
+
+    func startServer(_ args: [String]) throws {
+        let ready = dir.file("ready.json")
+        server = try Child("/usr/bin/python3", [Paths.repoRoot + "/Tests/helpers/https_test_server.py",
+                                                "--cert", dir.file("pki/server.pem"), "--key", dir.file("pki/server.key"),
+                                                "--log", dir.file("requests.jsonl"), "--ready-file", ready, "--max-seconds", "60"] + args,
+                           dir: dir, name: "server")
+        eventually(20, "server ready") { FileManager.default.fileExists(atPath: ready) }
+        port = Int((try? JSONReader.parse(String(contentsOfFile: ready, encoding: .utf8)))?["port"]?.intValue ?? 0)
+    }
+
+    func startAgentAndPress(uplinkExtra: String = "") throws {
+        let secret = try dir.write("g.whsec", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n")
+        let quiet = try dir.write("quiet.sh", "#!/bin/sh\nexec sleep 600\n")
+        chmod(quiet, 0o755)
+        let config = try dir.write("agent.toml", agentConfig(
+            stateDir: dir.file("state"), socket: socket, radio: "[radio.rtl433]\nbinary = \"\(quiet)\"",
+            devices: [("front-door", "{ code = 1 }")], url: "https://127.0.0.1:\(port)/events",
+            caFile: dir.file("pki/ca.pem"), secretFile: secret, extra: uplinkExtra))
+        agent = try Child(Paths.agentBinary, ["run", "--config", config], dir: dir, name: "agent")
+        eventually(30, "agent answers") { agentStatus(socket) != nil }
+        XCTAssertEqual(try runCommand(Paths.agentctlBinary, ["inject", "press", "--device", "front-door", "--socket", socket]).status, 0)
+    }
+
+    var requests: [JSONValue] {
+        ((try? String(contentsOfFile: dir.file("requests.jsonl"), encoding: .utf8)) ?? "")
+            .split(separator: "\n").compactMap { try? JSONReader.parse(String($0)) }
+    }
+
+    func testRetryAfterIsHonoured() throws {
+        try startServer(["--script", "429,200", "--retry-after", "2"])
+        try startAgentAndPress()
+        eventually(30, "delivered after the 429") { agentStatus(socket)?["uplink"]?["delivered"]?.intValue == 1 }
+        let times = requests.compactMap { $0["t"]?.doubleValue }
+        XCTAssertEqual(times.count, 2)
+        // Backoff alone would retry within 1 s (retry_max_ms = 1000); Retry-After asked for 2 s.
+        if times.count == 2 { XCTAssertGreaterThanOrEqual(times[1] - times[0], 1.9) }
+        // Every attempt is signed afresh: same id, its own timestamp header.
+        let ids = Set(requests.compactMap { $0["headers"]?["webhook-id"]?.stringValue })
+        XCTAssertEqual(ids.count, 1)
+    }
+
+    func testGoneStopsDeliveryAndKeepsTheEvent() throws {
+        try startServer(["--script", "410"])
+        try startAgentAndPress()
+        eventually(30, "endpoint marked gone") { agentStatus(socket)?["uplink"]?["endpoint_gone"]?.boolValue == true }
+        let status = agentStatus(socket)
+        XCTAssertEqual(status?["health"]?.stringValue, "degraded")
+        XCTAssertEqual(status?["outbox"]?["depth"]?.intValue, 1, "the event is kept")
+        XCTAssertEqual(status?["outbox"]?["dead"]?.intValue, 0, "not parked: the endpoint is gone, not the event")
+        usleep(2_500_000) // longer than the 1 s retry cap: a retrying agent would have asked again
+        XCTAssertEqual(requests.count, 1)
+    }
+
+    func testPinnedKeyMismatchIsRefusedWithAHintAndAMatchingPinDelivers() throws {
+        try startServer(["--script", "200"])
+        let wrong = "sha256//AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="
+        try startAgentAndPress(uplinkExtra: "pinned_public_key = \"\(wrong)\"")
+        eventually(30, "pin mismatch reported") {
+            agentStatus(socket)?["uplink"]?["last_error"]?.stringValue?.contains("does not match uplink.pinned_public_key") ?? false
+        }
+        XCTAssertEqual(requests.count, 0, "nothing is sent to a server whose key does not match")
+        agent?.stop()
+
+        let pin = try runCommand("/bin/sh", ["-c", "openssl x509 -in \(dir.file("pki/server.pem")) -pubkey -noout | openssl pkey -pubin -outform der | openssl dgst -sha256 -binary | base64"])
+        let right = "sha256//" + pin.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        try startAgentAndPress(uplinkExtra: "pinned_public_key = \"\(right)\"")
+        eventually(30, "delivered with the right pin") { agentStatus(socket)?["uplink"]?["delivered"]?.intValue ?? 0 >= 1 }
+    }
+
+    func testMutualTLSWithTheGatewayCertificate() throws {
+        let pki = dir.file("pki")
+        let made = try runCommand("/bin/sh", ["-c", """
+            cd \(pki) && openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout client.key -subj /CN=gw-test -out client.csr 2>/dev/null && \
+            openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -out client.pem 2>/dev/null
+            """])
+        XCTAssertEqual(made.status, 0, made.stderr)
+        try startServer(["--script", "200", "--client-ca", dir.file("pki/ca.pem")])
+        try startAgentAndPress(uplinkExtra: "client_cert_file = \"\(pki)/client.pem\"\nclient_key_file = \"\(pki)/client.key\"")
+        eventually(30, "delivered over mTLS") { agentStatus(socket)?["uplink"]?["delivered"]?.intValue == 1 }
+    }
+}
