@@ -300,7 +300,7 @@ public enum ConfigLoader {
             }
         }
         if (u.clientCertFile == nil) != (u.clientKeyFile == nil) {
-            t.report(u.clientCertFile == nil ? "client_key_file" : "client_cert_file", "client_cert_file and client_key_file go together (mTLS)")
+            t.report(u.clientCertFile == nil ? "client_cert_file" : "client_key_file", "client_cert_file and client_key_file go together (mTLS)")
         }
         if let proxy = t.string("proxy", required: false) {
             if !["http://", "https://", "socks5://", "socks5h://"].contains(where: { proxy.hasPrefix($0) }) {
