@@ -13,6 +13,8 @@ public struct AgentStartError: Error, Sendable, CustomStringConvertible {
 
 struct AgentCounters: Sendable {
     var eventsByType: [String: Int] = [:]
+    /// Where a damaged outbox was moved at start, for the status.
+    var outboxMovedAside: String?
     var outboxError: String?
     var lastEvent: String?
 }
@@ -42,17 +44,34 @@ public final class Agent: @unchecked Sendable {
         self.current = Locked(config)
         self.log = log
         try Self.prepareStateDir(config.paths.stateDir)
-        do {
-            outbox = try Outbox(path: config.paths.outboxPath)
-        } catch {
-            throw AgentStartError(description: error.description, exitCode: 74)
-        }
+        let (opened, movedAside) = try Self.openOutbox(path: config.paths.outboxPath, log: log)
+        outbox = opened
+        if let movedAside { counters.withLock { $0.outboxMovedAside = movedAside } }
         do {
             deviceKey = try DeviceKeyStore.loadOrCreate(path: config.paths.deviceKeyPath, log: log)
         } catch {
             throw AgentStartError(description: error.description, exitCode: 73)
         }
         pipeline = Locked(RFPipeline(radio: "rtl433", directory: DeviceDirectory(devices: config.devices), settings: config.button))
+    }
+
+    /// Opens the outbox; a damaged one (garbage, truncated, a schema from the future) is moved
+    /// aside with its WAL so the gateway keeps working, and the status says where it went.
+    static func openOutbox(path: String, log: Logger) throws(AgentStartError) -> (Outbox, String?) {
+        do {
+            return (try Outbox(path: path), nil)
+        } catch where error.code == .corrupt || error.code == .schema {
+            let aside = path + ".broken-" + RFC3339.format(micros: Clocks.wallMicros()).replacingOccurrences(of: ":", with: "")
+            for suffix in ["", "-wal", "-shm"] { rename(path + suffix, aside + suffix) }
+            log.error("outbox.moved_aside", [("path", path), ("moved_to", aside), ("reason", error.description)])
+            do {
+                return (try Outbox(path: path), aside)
+            } catch {
+                throw AgentStartError(description: error.description, exitCode: 74)
+            }
+        } catch {
+            throw AgentStartError(description: error.description, exitCode: error.code == .readOnly || error.code == .cannotOpen ? 73 : 74)
+        }
     }
 
     public static func prepareStateDir(_ dir: String) throws(AgentStartError) {
@@ -448,6 +467,10 @@ public final class Agent: @unchecked Sendable {
             outboxJSON = [("error", .string(error.description))]
         }
         if let e = c.outboxError { problems.append("outbox: \(e)"); outboxJSON.append(("last_error", .string(e))) }
+        if let aside = c.outboxMovedAside {
+            problems.append("outbox: the database was damaged at start and moved to \(aside); a new one is in use (send the old one to support)")
+            outboxJSON.append(("moved_aside", .string(aside)))
+        }
 
         var uplinkJSON: JSONValue = .null
         if let deliverer {
