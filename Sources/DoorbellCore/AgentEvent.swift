@@ -21,6 +21,10 @@ public struct AgentEvent: Sendable, Equatable {
     public var clockSynced: Bool
     public var test: Bool
     public var data: JSONValue
+    /// Monotonic time and boot of the first frame: what corrects `occurred_at` once the wall
+    /// clock is synchronized (same boot only).
+    public var monotonicMicros: Int64?
+    public var bootID: String?
 
     public init(type: EventType, device: DeviceRef, occurredAtMicros: Int64, clockSynced: Bool, test: Bool = false,
                 data: JSONValue = .object([])) {
@@ -40,6 +44,8 @@ public struct AgentEvent: Sendable, Equatable {
             ("gateway_id", .string(gatewayID)),
             ("occurred_at", .string(RFC3339.format(micros: occurredAtMicros))),
             ("clock_synced", .bool(clockSynced)),
+            ("monotonic_us", monotonicMicros.map { .number(Double($0)) } ?? .null),
+            ("boot_id", bootID.map(JSONValue.string) ?? .null),
             ("test", .bool(test)),
             ("device", .object([("id", .string(device.id)), ("name", .string(device.name)), ("radio", .string(device.radio))])),
             ("data", data),
@@ -118,5 +124,38 @@ public struct FullJitterBackoff: Sendable, Equatable {
 
     public func delay(attempt: Int, random: inout some RandomNumberGenerator) -> Int {
         Int.random(in: 0...ceiling(attempt: attempt), using: &random)
+    }
+}
+
+/// Rewrites the `occurred_at` of an event recorded before the wall clock was synchronized.
+/// Pure: the caller passes the synchronized clock, its monotonic reading and the current boot.
+public enum ClockCorrection {
+    /// Whether `body` still needs a look (cheap byte search before any parsing).
+    public static func needsCorrection(_ body: [UInt8]) -> Bool {
+        body.containsSequence(Array(#""clock_synced":false"#.utf8)) && !body.containsSequence(Array(#""clock_corrected""#.utf8))
+    }
+
+    /// Returns the corrected body, or nil when it is not JSON (then it is sent as it is).
+    /// Same boot: occurred_at = now − (monotonic now − monotonic then), `clock_corrected: true`.
+    /// Another boot: the monotonic clock restarted, so it cannot be corrected: `clock_corrected: false`.
+    public static func correct(_ body: [UInt8], nowWallMicros: Int64, nowMonoMicros: Int64, bootID: String) -> [UInt8]? {
+        guard case var .object(members) = (try? JSONReader.parse(bytes: body)) ?? .null else { return nil }
+        let value = JSONValue.object(members)
+        var corrected = false
+        if value["boot_id"]?.stringValue == bootID, let mono = value["monotonic_us"]?.intValue, mono <= nowMonoMicros,
+           let i = members.firstIndex(where: { $0.0 == "occurred_at" }) {
+            members[i].1 = .string(RFC3339.format(micros: nowWallMicros - (nowMonoMicros - mono)))
+            corrected = true
+        }
+        let at = (members.firstIndex(where: { $0.0 == "clock_synced" }) ?? members.count - 1) + 1
+        members.insert(("clock_corrected", .bool(corrected)), at: min(at, members.count))
+        return JSONWriter.encode(.object(members))
+    }
+}
+
+extension Array where Element == UInt8 {
+    func containsSequence(_ needle: [UInt8]) -> Bool {
+        guard !needle.isEmpty, count >= needle.count else { return false }
+        return (0...(count - needle.count)).contains { i in self[i..<(i + needle.count)].elementsEqual(needle) }
     }
 }

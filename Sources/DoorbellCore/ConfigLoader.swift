@@ -187,10 +187,19 @@ public enum ConfigLoader {
             t.finish()
         }
 
+        var clock = ClockSettings()
+        if let t = top.table("clock") {
+            if let b = t.bool("require_sync") { clock.requireSync = b }
+            if let f = t.string("sync_file", required: false) { clock.syncFile = resolve(f, baseDir: baseDir) }
+            if let b = t.bool("kernel_check") { clock.kernelCheck = b }
+            t.finish()
+        }
+
         top.finish()
         guard let gatewayID else { return nil }
         return AgentConfig(gatewayID: gatewayID, paths: paths, log: log, rtl433: rtl433, button: button,
                            devices: devices, uplink: uplink, metrics: metrics)
+            .with { $0.clock = clock }
     }
 
     static func readDevice(_ t: TableReader, index: Int, radios: [String]) -> DeviceConfig? {
@@ -612,5 +621,13 @@ struct SourceLocator {
             if rest.hasPrefix("=") || rest.hasPrefix(".") { return (i + 1, column) }
         }
         return nil
+    }
+}
+
+extension AgentConfig {
+    func with(_ change: (inout AgentConfig) -> Void) -> AgentConfig {
+        var copy = self
+        change(&copy)
+        return copy
     }
 }

@@ -10,6 +10,7 @@ public struct AgentConfig: Sendable, Equatable {
     public var devices: [DeviceConfig]
     public var uplink: UplinkSettings?
     public var metrics: MetricsSettings?
+    public var clock = ClockSettings()
 
     public init(gatewayID: String, paths: PathSettings = PathSettings(), log: LogSettings = LogSettings(),
                 rtl433: RTL433Settings? = nil, button: ButtonTracker.Settings = ButtonTracker.Settings(),
@@ -158,5 +159,20 @@ public struct MetricsSettings: Sendable, Equatable {
     public init(file: String, intervalSeconds: Int = 15) {
         self.file = file
         self.intervalSeconds = intervalSeconds
+    }
+}
+
+/// A Pi has no RTC: until NTP syncs, the wall clock may be 1970 or a stale fake-hwclock time.
+public struct ClockSettings: Sendable, Equatable {
+    /// Hold delivery until the clock is synchronized (receivers reject stale signature timestamps).
+    public var requireSync = true
+    /// Present once the clock is synchronized (systemd-timesyncd's flag file by default).
+    public var syncFile = "/run/systemd/timesync/synchronized"
+    /// Also believe the kernel's NTP state (adjtimex) when the file is absent (chrony, ntpd).
+    public var kernelCheck = true
+    public init(requireSync: Bool = true, syncFile: String = "/run/systemd/timesync/synchronized", kernelCheck: Bool = true) {
+        self.requireSync = requireSync
+        self.syncFile = syncFile
+        self.kernelCheck = kernelCheck
     }
 }

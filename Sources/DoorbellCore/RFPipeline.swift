@@ -91,11 +91,21 @@ public struct RFPipeline: Sendable {
     public mutating func inject(device config: DeviceConfig, at time: ReceiveTime) -> [AgentEvent] {
         let device = DeviceRef(id: config.id, name: config.name, radio: config.radio)
         guard case let .pressed(_, _, suppressed)? = tracker.observe(device: device.id, at: time.monoMicros) else { return [] }
-        return [AgentEvent(type: .doorbellPressed, device: device, occurredAtMicros: time.wallMicros, clockSynced: time.clockSynced,
-                           test: true, data: .object([("injected", .bool(true)), ("suppressed", .number(Double(suppressed)))]))]
+        var event = AgentEvent(type: .doorbellPressed, device: device, occurredAtMicros: time.wallMicros, clockSynced: time.clockSynced,
+                               test: true, data: .object([("injected", .bool(true)), ("suppressed", .number(Double(suppressed)))]))
+        event.monotonicMicros = time.monoMicros
+        return [event]
     }
 
     private mutating func track(device: DeviceRef, frame: RFFrame, at time: ReceiveTime) -> [AgentEvent] {
+        trackedEvents(device: device, frame: frame, at: time).map { e in
+            var e = e
+            e.monotonicMicros = time.monoMicros
+            return e
+        }
+    }
+
+    private mutating func trackedEvents(device: DeviceRef, frame: RFFrame, at time: ReceiveTime) -> [AgentEvent] {
         guard let output = tracker.observe(device: device.id, at: time.monoMicros) else { return [] }
         switch output {
         case let .pressed(_, _, suppressed):

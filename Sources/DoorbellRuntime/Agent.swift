@@ -124,7 +124,7 @@ public final class Agent: @unchecked Sendable {
             }
         }
         let signer = WebhookSigner(hmacSecret: secret, deviceKey: uplink.signEd25519 ? deviceKey : nil)
-        return Deliverer(settings: uplink, gatewayID: config.gatewayID, signer: signer, outbox: outbox, log: log)
+        return Deliverer(settings: uplink, clock: config.clock, gatewayID: config.gatewayID, signer: signer, outbox: outbox, log: log)
     }
 
     func makeRadio(_ config: AgentConfig) -> RTL433Radio? {
@@ -152,7 +152,7 @@ public final class Agent: @unchecked Sendable {
             return
         }
         var newDeliverer: Deliverer?
-        if new.uplink != old.uplink {
+        if new.uplink != old.uplink || new.clock != old.clock {
             do { newDeliverer = try makeDeliverer(new) } catch {
                 reloadStatus.withLock { $0 = .object([("ok", .bool(false)), ("at", .string(RFC3339.format(micros: Clocks.wallMicros()))), ("error", .string(error.description))]) }
                 log.error("config.reload_rejected", [("file", path), ("error", error.description)])
@@ -170,7 +170,7 @@ public final class Agent: @unchecked Sendable {
             r?.start()
             parts.withLock { $0.radio = r }
         }
-        if new.uplink != old.uplink {
+        if new.uplink != old.uplink || new.clock != old.clock {
             deliverer?.stop(graceMicros: 5_000_000)
             newDeliverer?.start()
             parts.withLock { $0.deliverer = newDeliverer }
@@ -188,7 +188,7 @@ public final class Agent: @unchecked Sendable {
     func ingest(line: String) {
         if rawFeed.hasFollowers { rawFeed.publish(.object([("radio", .string("rtl433")), ("line", .string(line))])) }
         let time = ReceiveTime(monoMicros: Clocks.monotonicMicros(), wallMicros: Clocks.wallMicros(),
-                               clockSynced: Clocks.isWallClockSynchronized())
+                               clockSynced: Clocks.isWallClockSynchronized(config.clock))
         let (events, malformed) = pipeline.withLock { p -> ([AgentEvent], String?) in
             let before = p.counters.malformed
             let events = p.handle(line: line, at: time)
@@ -202,7 +202,9 @@ public final class Agent: @unchecked Sendable {
 
     /// Makes an event durable (one transaction, one fsync) and wakes the uplink.
     @discardableResult
-    func accept(_ event: AgentEvent) -> OutboxEntry? {
+    func accept(_ incoming: AgentEvent) -> OutboxEntry? {
+        var event = incoming
+        event.bootID = Clocks.bootID
         let wallMillis = Clocks.wallMicros() / 1000
         let id = rng.withLock { UUIDv7.make(unixMillis: wallMillis, random: &$0) }
         let gateway = config.gatewayID
@@ -235,7 +237,7 @@ public final class Agent: @unchecked Sendable {
             return .object([("ok", .bool(false)), ("error", .string("no device \"\(deviceID)\" in the config; configured: \(known.isEmpty ? "none" : known)"))])
         }
         let time = ReceiveTime(monoMicros: Clocks.monotonicMicros(), wallMicros: Clocks.wallMicros(),
-                               clockSynced: Clocks.isWallClockSynchronized())
+                               clockSynced: Clocks.isWallClockSynchronized(config.clock))
         let events = pipeline.withLock { $0.inject(device: device, at: time) }
         guard !events.isEmpty else {
             return .object([("ok", .bool(false)), ("error", .string("the press was counted but not forwarded: it fell within the cooldown (\(config.button.cooldownMicros / 1000) ms) of the last press of \(deviceID); try again in a few seconds"))])
@@ -392,7 +394,7 @@ public final class Agent: @unchecked Sendable {
         if let rss = ProcessMemory.residentBytes() {
             m.add("doorbell_resident_memory_bytes", "gauge", "Resident set size of the agent.", Double(rss))
         }
-        m.add("doorbell_clock_synchronized", "gauge", "1 when the wall clock is NTP-synchronized.", Clocks.isWallClockSynchronized() ? 1 : 0)
+        m.add("doorbell_clock_synchronized", "gauge", "1 when the wall clock is NTP-synchronized.", Clocks.isWallClockSynchronized(config.clock) ? 1 : 0)
         return m.text
     }
 
@@ -493,7 +495,9 @@ public final class Agent: @unchecked Sendable {
                      ("last_seen", .string(RFC3339.format(micros: u.lastSeenWallMicros)))])
         }
         let events = EventType.allCases.map { ($0.rawValue, JSONValue.number(Double(c.eventsByType[$0.rawValue] ?? 0))) }
-        let synced = Clocks.isWallClockSynchronized()
+        let synced = Clocks.isWallClockSynchronized(config.clock)
+        let holding = deliverer?.status.snapshot.heldForClock ?? false
+        if holding { problems.append("clock: not synchronized yet; delivery is held so the cloud gets no timestamps from 1970 (check NTP: timedatectl)") }
         return .object([
             ("version", .string(AgentVersion.current)),
             ("gateway_id", .string(config.gatewayID)),
@@ -501,7 +505,9 @@ public final class Agent: @unchecked Sendable {
             ("uptime_s", .number(Double((Clocks.monotonicMicros() - startedMono) / 1_000_000))),
             ("health", .string(problems.isEmpty ? "ok" : "degraded")),
             ("problems", .array(problems.map(JSONValue.string))),
-            ("clock", .object([("synchronized", .bool(synced)), ("now", .string(RFC3339.format(micros: now)))])),
+            ("clock", .object([("synchronized", .bool(synced)), ("require_sync", .bool(config.clock.requireSync)),
+                               ("delivery_held", .bool(holding)), ("boot_id", .string(Clocks.bootID)),
+                               ("now", .string(RFC3339.format(micros: now)))])),
             ("radios", .array(radios)),
             ("events", .object(events)),
             ("presses", .object([("forwarded", .number(Double(p.tracker.counters.forwarded))),

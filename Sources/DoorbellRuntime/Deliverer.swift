@@ -16,6 +16,8 @@ public struct UplinkStatus: Sendable, Equatable {
     /// The receiver answered 410: the endpoint is gone. Delivery stops (events are kept) until
     /// the uplink is reconfigured or the agent restarts.
     public var endpointGone: Bool = false
+    /// Events wait because the wall clock is not synchronized yet.
+    public var heldForClock: Bool = false
     /// Failed attempts by reason (transport error kind or HTTP status class), for metrics.
     public var failuresByReason: [String: Int] = [:]
     /// Created → acknowledged, seconds: counts per upper bound (cumulative buckets built at render).
@@ -38,6 +40,7 @@ public struct LatencyHistogram: Sendable, Equatable {
 
 public final class Deliverer: @unchecked Sendable {
     let settings: UplinkSettings
+    let clock: ClockSettings
     let gatewayID: String
     let signer: WebhookSigner
     let outbox: Outbox
@@ -54,8 +57,10 @@ public final class Deliverer: @unchecked Sendable {
     /// Monotonic time the current request started, nil when idle.
     public var busySinceMicros: Int64? { busySince.snapshot }
 
-    public init(settings: UplinkSettings, gatewayID: String, signer: WebhookSigner, outbox: Outbox, log: Logger) {
+    public init(settings: UplinkSettings, clock: ClockSettings = ClockSettings(requireSync: false), gatewayID: String,
+                signer: WebhookSigner, outbox: Outbox, log: Logger) {
         self.settings = settings
+        self.clock = clock
         self.gatewayID = gatewayID
         self.signer = signer
         self.outbox = outbox
@@ -102,16 +107,45 @@ public final class Deliverer: @unchecked Sendable {
             notBefore = notBefore.filter { id, _ in pending.contains { $0.id == id } }
             // Per-gateway order: the oldest undelivered event goes first; while it waits out its
             // backoff, later ones wait too (receivers see sequences in order).
-            guard let head = pending.first else {
+            guard let first = pending.first else {
                 wake.wait(timeoutMicros: nil)
                 continue
             }
+            let head = first
             if let due = notBefore[head.id], due > now {
                 wake.wait(timeoutMicros: due - now)
                 continue
             }
+            // No timestamps from 1970: wait for NTP. The check is cheap, and it only runs while
+            // events are waiting and the clock is not yet set.
+            let synced = Clocks.isWallClockSynchronized(clock)
+            if clock.requireSync && !synced {
+                if !status.snapshot.heldForClock {
+                    status.withLock { $0.heldForClock = true }
+                    log.warning("uplink.held_for_clock", [("events", String(pending.count)), ("hint", "the wall clock is not synchronized; check NTP (timedatectl)")])
+                }
+                wake.wait(timeoutMicros: 2_000_000)
+                continue
+            }
+            if status.snapshot.heldForClock {
+                status.withLock { $0.heldForClock = false }
+                log.notice("uplink.clock_synchronized", [("events", String(pending.count))])
+            }
+            var entry = head
+            if synced, ClockCorrection.needsCorrection(head.body),
+               let fixed = ClockCorrection.correct(head.body, nowWallMicros: Clocks.wallMicros(), nowMonoMicros: Clocks.monotonicMicros(),
+                                                   bootID: Clocks.bootID) {
+                // Stored before the first send, so every retry carries the same bytes.
+                do {
+                    try outbox.replaceBody(id: head.id, body: fixed)
+                    entry = OutboxEntry(id: head.id, sequence: head.sequence, type: head.type, body: fixed, createdAtMs: head.createdAtMs,
+                                        attempts: head.attempts, lastError: head.lastError, dead: head.dead)
+                } catch {
+                    log.error("outbox.write_failed", [("error", error.description)])
+                }
+            }
             retryAfterMillis = nil
-            let outcome = deliver(head)
+            let outcome = deliver(entry)
             if outcome == .gone {
                 // Keep everything, say so, and wait for a new uplink (reload) or a stop.
                 while !isStopping { wake.wait(timeoutMicros: nil) }

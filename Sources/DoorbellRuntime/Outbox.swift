@@ -211,6 +211,13 @@ public final class Outbox: @unchecked Sendable {
         }
     }
 
+    /// Rewrites an event's body before its first delivery (clock correction).
+    public func replaceBody(id: String, body: [UInt8]) throws(OutboxError) {
+        try locked { () throws(OutboxError) in
+            try run("UPDATE events SET body = ? WHERE id = ?", [.blob(body), .text(id)])
+        }
+    }
+
     /// Parks an event the receiver refused for good; it stays until retried or purged.
     public func markDead(id: String, error message: String) throws(OutboxError) {
         try locked { () throws(OutboxError) in

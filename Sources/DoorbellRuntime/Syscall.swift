@@ -1,4 +1,5 @@
 import CLinux
+import DoorbellCore
 import Glibc
 
 // The few OS facts the shells need, each behind one small function (as swift-system does):
@@ -35,11 +36,17 @@ public enum Clocks {
     public static func wallSeconds() -> Int64 { wallMicros() / 1_000_000 }
 
     /// A Pi has no RTC: until NTP syncs, the wall clock may be 1970 or a stale fake-hwclock time.
-    /// systemd-timesyncd touches this file once synchronized; otherwise ask the kernel.
-    public static func isWallClockSynchronized() -> Bool {
-        if access("/run/systemd/timesync/synchronized", F_OK) == 0 { return true }
-        return doorbell_clock_unsynchronized() == 0
+    /// systemd-timesyncd touches its flag file once synchronized; otherwise ask the kernel.
+    public static func isWallClockSynchronized(_ settings: ClockSettings = ClockSettings()) -> Bool {
+        if access(settings.syncFile, F_OK) == 0 { return true }
+        return settings.kernelCheck && doorbell_clock_unsynchronized() == 0
     }
+
+    /// This boot's id: monotonic times are comparable only within one boot.
+    public static let bootID: String = {
+        guard let bytes = readFile("/proc/sys/kernel/random/boot_id", maxBytes: 64) else { return "unknown" }
+        return String(String(decoding: bytes, as: UTF8.self).filter { !$0.isWhitespace })
+    }()
 }
 
 public func isReadableFile(_ path: String) -> Bool {

@@ -61,3 +61,37 @@ import Testing
         #expect(RetryAfter.seconds(value, nowUnixSeconds: 0) == nil)
     }
 }
+
+@Suite struct ClockCorrectionTests {
+    func body(synced: Bool, boot: String?, mono: Int64?) -> [UInt8] {
+        var e = AgentEvent(type: .doorbellPressed, device: DeviceRef(id: "d", name: "d", radio: "rtl433"),
+                           occurredAtMicros: 1_000_000, clockSynced: synced) // 1970, as a Pi without RTC says
+        e.bootID = boot
+        e.monotonicMicros = mono
+        return e.body(id: "e", sequence: 1, gatewayID: "gw", agentVersion: "0")
+    }
+
+    @Test func sameBootIsCorrectedFromTheMonotonicOffset() throws {
+        let b = body(synced: false, boot: "boot-a", mono: 5_000_000)
+        #expect(ClockCorrection.needsCorrection(b))
+        // Synchronized now: 2026-11-22T12:00:10Z at monotonic 15 s → the press was 10 s earlier.
+        let fixed = try #require(ClockCorrection.correct(b, nowWallMicros: 1_795_348_810_000_000, nowMonoMicros: 15_000_000, bootID: "boot-a"))
+        let json = try JSONReader.parse(bytes: fixed)
+        #expect(json["occurred_at"]?.stringValue == "2026-11-22T12:00:00.000000Z")
+        #expect(json["clock_corrected"]?.boolValue == true)
+        #expect(json["clock_synced"]?.boolValue == false, "it still says how it was recorded")
+        #expect(!ClockCorrection.needsCorrection(fixed), "corrected once")
+    }
+
+    @Test func anotherBootCannotBeCorrectedAndSaysSo() throws {
+        let b = body(synced: false, boot: "boot-a", mono: 5_000_000)
+        let fixed = try #require(ClockCorrection.correct(b, nowWallMicros: 1_795_348_810_000_000, nowMonoMicros: 15_000_000, bootID: "boot-b"))
+        let json = try JSONReader.parse(bytes: fixed)
+        #expect(json["occurred_at"]?.stringValue == "1970-01-01T00:00:01.000000Z")
+        #expect(json["clock_corrected"]?.boolValue == false)
+    }
+
+    @Test func syncedEventsAreLeftAlone() {
+        #expect(!ClockCorrection.needsCorrection(body(synced: true, boot: "a", mono: 1)))
+    }
+}
