@@ -4,6 +4,8 @@
 public enum EventType: String, Sendable, CaseIterable {
     case doorbellPressed = "doorbell.pressed"
     case doorbellHeld = "doorbell.held"
+    /// The outbox hit its bounds and dropped events (data lists them): explains sequence gaps.
+    case gatewayEvicted = "gateway.evicted"
 }
 
 public struct DeviceRef: Sendable, Equatable {

@@ -187,6 +187,13 @@ public enum ConfigLoader {
             t.finish()
         }
 
+        var limits = OutboxLimits()
+        if let t = top.table("outbox") {
+            if let v = t.int("max_events", in: 10...10_000_000) { limits.maxEvents = v }
+            if let v = t.int("max_bytes", in: 65_536...4_294_967_296) { limits.maxBytes = v }
+            t.finish()
+        }
+
         var clock = ClockSettings()
         if let t = top.table("clock") {
             if let b = t.bool("require_sync") { clock.requireSync = b }
@@ -199,7 +206,7 @@ public enum ConfigLoader {
         guard let gatewayID else { return nil }
         return AgentConfig(gatewayID: gatewayID, paths: paths, log: log, rtl433: rtl433, button: button,
                            devices: devices, uplink: uplink, metrics: metrics)
-            .with { $0.clock = clock }
+            .with { $0.clock = clock; $0.outbox = limits }
     }
 
     static func readDevice(_ t: TableReader, index: Int, radios: [String]) -> DeviceConfig? {

@@ -11,6 +11,7 @@ public struct AgentConfig: Sendable, Equatable {
     public var uplink: UplinkSettings?
     public var metrics: MetricsSettings?
     public var clock = ClockSettings()
+    public var outbox = OutboxLimits()
 
     public init(gatewayID: String, paths: PathSettings = PathSettings(), log: LogSettings = LogSettings(),
                 rtl433: RTL433Settings? = nil, button: ButtonTracker.Settings = ButtonTracker.Settings(),
@@ -175,4 +176,11 @@ public struct ClockSettings: Sendable, Equatable {
         self.syncFile = syncFile
         self.kernelCheck = kernelCheck
     }
+}
+
+/// How much the outbox may hold before it evicts (presence and telemetry first, presses last).
+public struct OutboxLimits: Sendable, Equatable {
+    public var maxEvents = 20_000
+    public var maxBytes = 16 << 20
+    public init(maxEvents: Int = 20_000, maxBytes: Int = 16 << 20) { self.maxEvents = maxEvents; self.maxBytes = maxBytes }
 }

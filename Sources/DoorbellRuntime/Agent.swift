@@ -15,6 +15,10 @@ struct AgentCounters: Sendable {
     var eventsByType: [String: Int] = [:]
     /// Where a damaged outbox was moved at start, for the status.
     var outboxMovedAside: String?
+    var evicted = 0
+    /// Events that could not be stored (disk full), kept here and retried until they are.
+    var spilled: [AgentEvent] = []
+    var storageFull = false
     var outboxError: String?
     var lastEvent: String?
 }
@@ -37,6 +41,8 @@ public final class Agent: @unchecked Sendable {
     var control: ControlServer?
     private var rng = Locked(SystemRandomNumberGenerator())
     public let feed = EventFeed()
+    let spillWake = WakeSignal()
+    let spillStopping = Locked(false)
     /// Raw radio lines for `agentctl capture`; only filled while someone captures.
     let rawFeed = EventFeed()
 
@@ -97,6 +103,7 @@ public final class Agent: @unchecked Sendable {
         self.control = control
 
         let config = self.config
+        runSpillRetries()
         let d = try makeDeliverer(config)
         d?.start()
         if d == nil { log.warning("uplink.not_configured", [("hint", "events stay in the outbox until [uplink] is set")]) }
@@ -205,27 +212,96 @@ public final class Agent: @unchecked Sendable {
     func accept(_ incoming: AgentEvent) -> OutboxEntry? {
         var event = incoming
         event.bootID = Clocks.bootID
+        // Keep creation order: while anything waits in memory, new events queue behind it.
+        let queued = counters.withLock { c -> Bool in
+            guard !c.spilled.isEmpty else { return false }
+            c.spilled.append(event)
+            return true
+        }
+        if queued { spillWake.signal(); return nil }
+        switch store(event) {
+        case let .stored(entry): return entry
+        case .full:
+            counters.withLock { $0.spilled.append(event); $0.storageFull = true }
+            spillWake.signal()
+            return nil
+        case .failed: return nil
+        }
+    }
+
+    enum StoreOutcome { case stored(OutboxEntry), full, failed }
+
+    /// One transaction, one fsync: the event, any evictions its arrival forces, and their report.
+    func store(_ event: AgentEvent) -> StoreOutcome {
         let wallMillis = Clocks.wallMicros() / 1000
         let id = rng.withLock { UUIDv7.make(unixMillis: wallMillis, random: &$0) }
+        let config = self.config
         let gateway = config.gatewayID
+        let reportID = rng.withLock { UUIDv7.make(unixMillis: wallMillis, random: &$0) }
         do {
-            let entry = try outbox.append(id: id, type: event.type.rawValue, createdAtMs: wallMillis) { sequence in
-                event.body(id: id, sequence: sequence, gatewayID: gateway, agentVersion: AgentVersion.current)
-            }
+            let result = try outbox.append(
+                id: id, type: event.type.rawValue, createdAtMs: wallMillis,
+                bounds: OutboxBounds(maxEvents: config.outbox.maxEvents, maxBytes: config.outbox.maxBytes),
+                report: { sequence, evicted in
+                    var types: [String: Int] = [:]
+                    for e in evicted { types[e.type, default: 0] += 1 }
+                    let report = AgentEvent(
+                        type: .gatewayEvicted, device: DeviceRef(id: gateway, name: "gateway", radio: "none"),
+                        occurredAtMicros: Clocks.wallMicros(), clockSynced: event.clockSynced,
+                        data: .object([("count", .number(Double(evicted.count))),
+                                       ("sequences", .array(evicted.prefix(1_000).map { .number(Double($0.sequence)) })),
+                                       ("types", .object(types.sorted { $0.key < $1.key }.map { ($0.key, .number(Double($0.value))) })),
+                                       ("reason", .string("outbox bounds: max_events \(config.outbox.maxEvents), max_bytes \(config.outbox.maxBytes)"))]))
+                    return (reportID, report.type.rawValue, report.body(id: reportID, sequence: sequence, gatewayID: gateway, agentVersion: AgentVersion.current))
+                },
+                makeBody: { sequence in event.body(id: id, sequence: sequence, gatewayID: gateway, agentVersion: AgentVersion.current) })
+            let entry = result.entry
             counters.withLock {
                 $0.eventsByType[event.type.rawValue, default: 0] += 1
                 $0.outboxError = nil
+                $0.storageFull = false
                 $0.lastEvent = "\(event.type.rawValue) \(event.device.id)"
+                $0.evicted += result.evicted.count
+                if let r = result.report { $0.eventsByType[r.type, default: 0] += 1 }
             }
             log.notice("event.created", [("event.id", id), ("sequence", String(entry.sequence)), ("type", event.type.rawValue),
                                          ("device", event.device.id)] + (event.test ? [("test", "true")] : []))
+            if !result.evicted.isEmpty {
+                log.warning("outbox.evicted", [("count", String(result.evicted.count)),
+                                               ("sequences", result.evicted.prefix(20).map { String($0.sequence) }.joined(separator: ",")),
+                                               ("hint", "the outbox is at its bounds ([outbox] max_events/max_bytes): is the uplink down?")])
+            }
             deliverer?.notify()
             feed.publish(event.json(id: id, sequence: entry.sequence, gatewayID: gateway, agentVersion: AgentVersion.current))
-            return entry
+            return .stored(entry)
+        } catch where error.code == .full {
+            counters.withLock { $0.outboxError = error.description }
+            log.error("outbox.full", [("type", event.type.rawValue), ("device", event.device.id), ("error", error.description),
+                                      ("hint", "kept in memory and retried; free space on the state directory's filesystem")])
+            return .full
         } catch {
             counters.withLock { $0.outboxError = error.description }
             log.error("outbox.append_failed", [("type", event.type.rawValue), ("device", event.device.id), ("error", error.description)])
-            return nil
+            return .failed
+        }
+    }
+
+    /// Retries events held in memory while storage was full, oldest first, until they are stored.
+    func runSpillRetries() {
+        startThread(name: "spill") { [self] in
+            while !spillStopping.snapshot {
+                let first = counters.withLock { $0.spilled.first }
+                guard let event = first else {
+                    spillWake.wait(timeoutMicros: nil)
+                    continue
+                }
+                if case .stored = store(event) {
+                    let left = counters.withLock { c -> Int in c.spilled.removeFirst(); return c.spilled.count }
+                    if left == 0 { log.notice("outbox.recovered", [("hint", "storage has space again; every held event is stored")]) }
+                    continue
+                }
+                spillWake.wait(timeoutMicros: 2_000_000)
+            }
         }
     }
 
@@ -288,6 +364,10 @@ public final class Agent: @unchecked Sendable {
         log.notice("agent.stopping", [])
         radio?.stop()
         metrics?.stop()
+        spillStopping.withLock { $0 = true }
+        spillWake.signal()
+        let unsaved = counters.snapshot.spilled.count
+        if unsaved > 0 { log.error("agent.stopping_with_unsaved_events", [("count", String(unsaved)), ("hint", "storage was full; these events are lost")]) }
         feed.close()
         rawFeed.close()
         deliverer?.stop(graceMicros: uplinkGraceMicros)
@@ -463,12 +543,18 @@ public final class Agent: @unchecked Sendable {
             let s = try outbox.stats()
             if s.dead > 0 { problems.append("outbox: \(s.dead) event(s) refused by the receiver are parked; see agentctl queue --dead") }
             outboxJSON = [("depth", .number(Double(s.depth))), ("dead", .number(Double(s.dead))), ("last_sequence", .number(Double(s.lastSequence))),
+                          ("evicted", .number(Double(s.evicted))), ("bytes", .number(Double(s.bytes))),
                           ("oldest_age_s", s.oldestCreatedAtMs.map { .number(Double(max(0, now / 1000 - $0) / 1000)) } ?? .null)]
         } catch {
             problems.append("outbox: \(error.description)")
             outboxJSON = [("error", .string(error.description))]
         }
         if let e = c.outboxError { problems.append("outbox: \(e)"); outboxJSON.append(("last_error", .string(e))) }
+        if c.storageFull || !c.spilled.isEmpty {
+            problems.append("storage: full — \(c.spilled.count) event(s) held in memory until space returns; free space in \(config.paths.stateDir)")
+        }
+        outboxJSON.append(("storage", .string(c.storageFull || !c.spilled.isEmpty ? "full" : "ok")))
+        outboxJSON.append(("held_in_memory", .number(Double(c.spilled.count))))
         if let aside = c.outboxMovedAside {
             problems.append("outbox: the database was damaged at start and moved to \(aside); a new one is in use (send the old one to support)")
             outboxJSON.append(("moved_aside", .string(aside)))

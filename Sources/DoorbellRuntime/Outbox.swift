@@ -18,16 +18,40 @@ public struct OutboxEntry: Sendable, Equatable {
     public var dead: Bool = false
 }
 
+public struct OutboxBounds: Sendable, Equatable {
+    public var maxEvents: Int
+    public var maxBytes: Int
+    public init(maxEvents: Int, maxBytes: Int) { self.maxEvents = maxEvents; self.maxBytes = maxBytes }
+}
+
+public struct EvictedEvent: Sendable, Equatable {
+    public let id: String
+    public let sequence: Int64
+    public let type: String
+}
+
+public struct OutboxAppendResult: Sendable {
+    public let entry: OutboxEntry
+    /// Events removed to stay within bounds (may include `entry` itself when it had the lowest priority).
+    public let evicted: [EvictedEvent]
+    public let report: OutboxEntry?
+}
+
 public struct OutboxStats: Sendable, Equatable {
     public var depth: Int
     public var oldestCreatedAtMs: Int64?
     public var lastSequence: Int64
     public var dead: Int = 0
-    public init(depth: Int, oldestCreatedAtMs: Int64?, lastSequence: Int64, dead: Int = 0) {
+    /// Evicted since the outbox was created (counted, logged and reported, never silent).
+    public var evicted: Int = 0
+    public var bytes: Int = 0
+    public init(depth: Int, oldestCreatedAtMs: Int64?, lastSequence: Int64, dead: Int = 0, evicted: Int = 0, bytes: Int = 0) {
         self.depth = depth
         self.oldestCreatedAtMs = oldestCreatedAtMs
         self.lastSequence = lastSequence
         self.dead = dead
+        self.evicted = evicted
+        self.bytes = bytes
     }
 }
 
@@ -115,7 +139,7 @@ public final class Outbox: @unchecked Sendable {
                 last_error TEXT
             );
             CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
-            INSERT OR IGNORE INTO meta (key, value) VALUES ('last_sequence', 0), ('delivered', 0);
+            INSERT OR IGNORE INTO meta (key, value) VALUES ('last_sequence', 0), ('delivered', 0), ('evicted', 0);
             PRAGMA user_version = 1;
             COMMIT;
             """)
@@ -125,6 +149,7 @@ public final class Outbox: @unchecked Sendable {
             try exec("""
             BEGIN IMMEDIATE;
             ALTER TABLE events ADD COLUMN dead INTEGER NOT NULL DEFAULT 0;
+            INSERT OR IGNORE INTO meta (key, value) VALUES ('evicted', 0);
             PRAGMA user_version = 2;
             COMMIT;
             """)
@@ -134,20 +159,68 @@ public final class Outbox: @unchecked Sendable {
     // MARK: - Operations
 
     public func append(id: String, type: String, createdAtMs: Int64, makeBody: (Int64) -> [UInt8]) throws(OutboxError) -> OutboxEntry {
-        try locked { () throws(OutboxError) -> OutboxEntry in
+        try append(id: id, type: type, createdAtMs: createdAtMs, bounds: nil, report: nil, makeBody: makeBody).entry
+    }
+
+    /// Appends one event and, when `bounds` are exceeded, evicts by priority — presence and
+    /// telemetry before any doorbell press, the oldest first — all in the same transaction as a
+    /// report event (`report` builds it from its sequence and the victims), so the receiver can
+    /// explain every gap in the sequence even across a power cut.
+    public func append(id: String, type: String, createdAtMs: Int64, bounds: OutboxBounds?,
+                       report: ((Int64, [EvictedEvent]) -> (id: String, type: String, body: [UInt8]))?,
+                       makeBody: (Int64) -> [UInt8]) throws(OutboxError) -> OutboxAppendResult {
+        try locked { () throws(OutboxError) -> OutboxAppendResult in
             try exec("BEGIN IMMEDIATE")
             do throws(OutboxError) {
-                let sequence = (try queryInt("SELECT value FROM meta WHERE key = 'last_sequence'") ?? 0) + 1
+                var sequence = (try queryInt("SELECT value FROM meta WHERE key = 'last_sequence'") ?? 0) + 1
                 let body = makeBody(sequence)
-                try run("UPDATE meta SET value = ? WHERE key = 'last_sequence'", [.int(sequence)])
                 try run("INSERT INTO events (id, sequence, type, body, created_at_ms) VALUES (?, ?, ?, ?, ?)",
                         [.text(id), .int(sequence), .text(type), .blob(body), .int(createdAtMs)])
+                let entry = OutboxEntry(id: id, sequence: sequence, type: type, body: body, createdAtMs: createdAtMs, attempts: 0, lastError: nil)
+                var evicted: [EvictedEvent] = []
+                if let bounds { evicted = try evict(to: bounds) }
+                var reportEntry: OutboxEntry?
+                if !evicted.isEmpty {
+                    try run("UPDATE meta SET value = value + ? WHERE key = 'evicted'", [.int(Int64(evicted.count))])
+                    if let report {
+                        sequence += 1
+                        let r = report(sequence, evicted)
+                        try run("INSERT INTO events (id, sequence, type, body, created_at_ms) VALUES (?, ?, ?, ?, ?)",
+                                [.text(r.id), .int(sequence), .text(r.type), .blob(r.body), .int(createdAtMs)])
+                        reportEntry = OutboxEntry(id: r.id, sequence: sequence, type: r.type, body: r.body, createdAtMs: createdAtMs, attempts: 0, lastError: nil)
+                    }
+                }
+                try run("UPDATE meta SET value = ? WHERE key = 'last_sequence'", [.int(sequence)])
                 try exec("COMMIT")
-                return OutboxEntry(id: id, sequence: sequence, type: type, body: body, createdAtMs: createdAtMs, attempts: 0, lastError: nil)
+                return OutboxAppendResult(entry: entry, evicted: evicted, report: reportEntry)
             } catch {
                 try? exec("ROLLBACK")
                 throw error
             }
+        }
+    }
+
+    /// Eviction order: lowest priority first, then oldest. Reports (gateway.*) are never victims.
+    private func evict(to bounds: OutboxBounds) throws(OutboxError) -> [EvictedEvent] {
+        var evicted: [EvictedEvent] = []
+        while true {
+            let count = try queryInt("SELECT COUNT(*) FROM events") ?? 0
+            let bytes = try queryInt("SELECT COALESCE(SUM(LENGTH(body)), 0) FROM events") ?? 0
+            guard count > Int64(bounds.maxEvents) || bytes > Int64(bounds.maxBytes) else { return evicted }
+            let stmt = try prepare("""
+                SELECT id, sequence, type FROM events WHERE type NOT LIKE 'gateway.%'
+                ORDER BY CASE WHEN type LIKE 'doorbell.%' THEN 2 WHEN type LIKE 'beacon.%' THEN 1 ELSE 0 END, sequence LIMIT 1
+                """)
+            let rc = sqlite3_step(stmt)
+            guard rc == SQLITE_ROW else {
+                sqlite3_reset(stmt)
+                if rc == SQLITE_DONE { return evicted } // only reports left: nothing more to take
+                throw fail(rc, "cannot choose an event to evict")
+            }
+            let victim = EvictedEvent(id: text(stmt, 0) ?? "", sequence: sqlite3_column_int64(stmt, 1), type: text(stmt, 2) ?? "")
+            sqlite3_reset(stmt)
+            try run("DELETE FROM events WHERE id = ?", [.text(victim.id)])
+            evicted.append(victim)
         }
     }
 
@@ -207,7 +280,10 @@ public final class Outbox: @unchecked Sendable {
             let oldest = try queryInt("SELECT MIN(created_at_ms) FROM events WHERE dead = 0")
             let last = try queryInt("SELECT value FROM meta WHERE key = 'last_sequence'") ?? 0
             let dead = try queryInt("SELECT COUNT(*) FROM events WHERE dead = 1") ?? 0
-            return OutboxStats(depth: Int(depth), oldestCreatedAtMs: oldest, lastSequence: last, dead: Int(dead))
+            let evicted = try queryInt("SELECT value FROM meta WHERE key = 'evicted'") ?? 0
+            let bytes = try queryInt("SELECT COALESCE(SUM(LENGTH(body)), 0) FROM events") ?? 0
+            return OutboxStats(depth: Int(depth), oldestCreatedAtMs: oldest, lastSequence: last, dead: Int(dead),
+                               evicted: Int(evicted), bytes: Int(bytes))
         }
     }
 

@@ -25,7 +25,8 @@ final class OutboxTests: XCTestCase {
         XCTAssertEqual(after.map(\.id), ["e1", "e2"])
         XCTAssertEqual(after.first?.attempts, 1)
         XCTAssertEqual(after.first?.lastError, "HTTP 503")
-        XCTAssertEqual(try outbox.stats(), OutboxStats(depth: 4, oldestCreatedAtMs: 1_001, lastSequence: 5))
+        let stats = try outbox.stats()
+        XCTAssertEqual([stats.depth, Int(stats.oldestCreatedAtMs ?? 0), Int(stats.lastSequence), stats.dead, stats.evicted], [4, 1_001, 5, 0, 0])
     }
 
     func testSequenceNeverGoesBackAcrossDeletesAndReopen() throws {
@@ -103,5 +104,55 @@ final class OutboxTests: XCTestCase {
             }
         }
         XCTAssertEqual(sequences.snapshot.sorted(), Array(1...100))
+    }
+}
+
+/// Bounds and priority eviction, with a report in the same transaction.
+final class OutboxEvictionTests: XCTestCase {
+    func report(_ sequence: Int64, _ evicted: [EvictedEvent]) -> (id: String, type: String, body: [UInt8]) {
+        ("r\(sequence)", "gateway.evicted", Array(evicted.map { String($0.sequence) }.joined(separator: ",").utf8))
+    }
+
+    func testPresenceGoesBeforeAnyPressOldestFirstAndEveryGapIsReported() throws {
+        let dir = try TempDir()
+        let outbox = try Outbox(path: dir.file("outbox.sqlite"))
+        let bounds = OutboxBounds(maxEvents: 5, maxBytes: 1 << 20)
+        let types = ["doorbell.pressed", "beacon.entered", "doorbell.pressed", "beacon.exited", "doorbell.pressed"]
+        for (i, t) in types.enumerated() {
+            let r = try outbox.append(id: "e\(i + 1)", type: t, createdAtMs: 0, bounds: bounds, report: report) { _ in [1] }
+            XCTAssertTrue(r.evicted.isEmpty)
+        }
+        // The sixth event is over the bound: the oldest presence event (sequence 2) goes.
+        let sixth = try outbox.append(id: "e6", type: "doorbell.pressed", createdAtMs: 0, bounds: bounds, report: report) { _ in [1] }
+        XCTAssertEqual(sixth.evicted.map(\.sequence), [2])
+        XCTAssertEqual(sixth.report?.sequence, 7)
+        XCTAssertEqual(sixth.report.map { String(decoding: $0.body, as: UTF8.self) }, "2")
+        let seventh = try outbox.append(id: "e8", type: "doorbell.pressed", createdAtMs: 0, bounds: bounds, report: report) { _ in [1] }
+        XCTAssertEqual(seventh.evicted.map(\.type), ["beacon.exited", "doorbell.pressed"], "presence first, then the oldest press; reports are never taken")
+        let remaining = try outbox.pending(limit: 20)
+        XCTAssertTrue(remaining.contains { $0.type == "gateway.evicted" })
+        XCTAssertFalse(remaining.contains { $0.type.hasPrefix("beacon.") })
+        // Every sequence is either still here or named in a report.
+        var explained = Set(remaining.map(\.sequence))
+        for r in remaining where r.type == "gateway.evicted" {
+            for s in String(decoding: r.body, as: UTF8.self).split(separator: ",") { explained.insert(Int64(s) ?? -1) }
+        }
+        let last = try outbox.stats().lastSequence
+        XCTAssertEqual(explained, Set(1...last))
+        XCTAssertEqual(try outbox.stats().evicted, 3)
+    }
+
+    func testByteBoundEvictsToo() throws {
+        let dir = try TempDir()
+        let outbox = try Outbox(path: dir.file("outbox.sqlite"))
+        let bounds = OutboxBounds(maxEvents: 1_000, maxBytes: 2_500)
+        var evicted = 0
+        for i in 0..<10 {
+            evicted += try outbox.append(id: "e\(i)", type: "doorbell.pressed", createdAtMs: 0, bounds: bounds, report: nil) { _ in
+                [UInt8](repeating: 0x41, count: 1_000)
+            }.evicted.count
+        }
+        XCTAssertEqual(evicted, 8)
+        XCTAssertLessThanOrEqual(try outbox.stats().bytes, 2_500)
     }
 }
