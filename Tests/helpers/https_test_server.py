@@ -6,7 +6,7 @@ answering for "hang". Logs every request as a JSON line (method, path, headers, 
 connection number) to --log, writes {"port": N} to --ready-file once listening, and exits by
 itself after --max-seconds.
 """
-import argparse, http.server, json, os, ssl, sys, threading, time
+import argparse, http.server, json, os, random, ssl, sys, threading, time
 
 p = argparse.ArgumentParser()
 p.add_argument("--port", type=int, default=0)
@@ -17,10 +17,13 @@ p.add_argument("--log", required=True)
 p.add_argument("--ready-file", required=True)
 p.add_argument("--max-seconds", type=float, default=60)
 p.add_argument("--retry-after", default="7", help="Retry-After value sent with 429/503")
+p.add_argument("--fail-rate", type=float, default=0.0, help="answer this fraction of POSTs with 503 (seeded)")
+p.add_argument("--seed", type=int, default=1)
 p.add_argument("--client-ca", help="require a client certificate signed by this CA (mTLS)")
 args = p.parse_args()
 
 script = args.script.split(",")
+rng = random.Random(args.seed)
 lock = threading.Lock()
 state = {"requests": 0, "connections": 0}
 
@@ -44,8 +47,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             n = state["requests"]
             state["requests"] += 1
             action = script[min(n, len(script) - 1)]
+            if args.fail_rate > 0 and action == "200" and rng.random() < args.fail_rate:
+                action = "503"
             with open(args.log, "a") as f:
-                f.write(json.dumps({"t": time.time(), "method": "POST", "path": self.path, "headers": dict(self.headers.items()),
+                f.write(json.dumps({"t": time.time(), "answer": action, "method": "POST", "path": self.path, "headers": dict(self.headers.items()),
                                     "body": body.decode("latin-1"), "connection": self.connection_number}) + "\n")
         if action == "hang":
             time.sleep(args.max_seconds)
