@@ -111,7 +111,7 @@ public final class Deliverer: @unchecked Sendable {
                 wake.wait(timeoutMicros: nil)
                 continue
             }
-            let head = first
+            let head = Self.next(pending, first: first, notBefore: notBefore, nowMono: now, nowWallMs: Clocks.wallMicros() / 1000)
             if let due = notBefore[head.id], due > now {
                 wake.wait(timeoutMicros: due - now)
                 continue
@@ -167,6 +167,16 @@ public final class Deliverer: @unchecked Sendable {
                 log.info("uplink.retry_scheduled", [("event.id", head.id), ("attempt", String(attempt + 1)), ("delay_ms", String(delayMs))])
             }
         }
+    }
+
+    /// A live press (the newest doorbell event from the last 30 s) goes ahead of a backlog: a
+    /// ring that is minutes old can wait a moment longer, the visitor at the door cannot. The
+    /// receiver still sees `sequence`, so it can tell. Otherwise the oldest event goes first.
+    static func next(_ pending: [OutboxEntry], first: OutboxEntry, notBefore: [String: Int64], nowMono: Int64, nowWallMs: Int64) -> OutboxEntry {
+        guard pending.count > 1,
+              let live = pending.last(where: { $0.type.hasPrefix("doorbell.") && nowWallMs - $0.createdAtMs < 30_000 }),
+              live.id != first.id, (notBefore[live.id] ?? 0) <= nowMono else { return first }
+        return live
     }
 
     enum Outcome { case delivered, retry, parked, gone }

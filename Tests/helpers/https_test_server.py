@@ -55,6 +55,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if action == "hang":
             time.sleep(args.max_seconds)
             return
+        if action in ("reset-before", "reset-after"):
+            # Drop the connection without an answer: "before" = not stored, "after" = stored but
+            # the acknowledgement was lost (the log says which, the test decides what was stored).
+            self.close_connection = True
+            try:
+                self.connection.shutdown(2)
+            except OSError:
+                pass
+            return
         status = int(action)
         payload = json.dumps({"status": status}).encode()
         self.send_response(status)
