@@ -136,7 +136,7 @@ public final class Agent: @unchecked Sendable {
 
     func makeRadio(_ config: AgentConfig) -> RTL433Radio? {
         guard let settings = config.rtl433 else { return nil }
-        return RTL433Radio(settings: settings, log: log) { [unowned self] line in ingest(line: line) }
+        return RTL433Radio(settings: settings, log: log, pidFile: config.paths.stateDir + "/rtl433.pid") { [unowned self] line in ingest(line: line) }
     }
 
     /// SIGHUP: read the config again and switch to it as a whole, or keep the running one and say

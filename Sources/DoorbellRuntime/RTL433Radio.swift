@@ -31,14 +31,20 @@ public final class RTL433Radio: @unchecked Sendable {
     /// A child that ran this long was healthy; its next failure starts the backoff again.
     static let healthyRunMicros: Int64 = 30_000_000
 
-    public init(settings: RTL433Settings, log: Logger, onLine: @escaping @Sendable (String) -> Void) {
+    /// Remembers the child's pid so a restart after a crash or SIGKILL of the agent (outside
+    /// systemd, which kills the whole cgroup) can stop the orphan that still holds the SDR.
+    let pidFile: String?
+
+    public init(settings: RTL433Settings, log: Logger, pidFile: String? = nil, onLine: @escaping @Sendable (String) -> Void) {
         self.settings = settings
+        self.pidFile = pidFile
         self.log = log
         self.onLine = onLine
         self.status = Locked(RadioStatus(name: "rtl433"))
     }
 
     public func start() {
+        stopOrphan()
         startThread(name: "radio-rtl433") { [self] in
             supervise()
             done.signal()
@@ -60,6 +66,25 @@ public final class RTL433Radio: @unchecked Sendable {
 
     private var isStopping: Bool { stopping.snapshot }
 
+    /// An rtl_433 left behind by a killed agent: its agent is gone and it still runs our binary.
+    private func stopOrphan() {
+        guard let pidFile, let bytes = readFile(pidFile, maxBytes: 64) else { return }
+        unlink(pidFile)
+        let numbers = String(decoding: bytes, as: UTF8.self).split(whereSeparator: { $0 == " " || $0 == "\n" }).compactMap { Int32($0) }
+        guard numbers.count == 2, numbers[0] > 1 else { return }
+        let (child, oldAgent) = (numbers[0], numbers[1])
+        // The agent that started it must be gone: never touch a radio another agent still runs.
+        guard oldAgent != getpid(), !isRunningProcess(oldAgent),
+              let cmdline = readFile("/proc/\(child)/cmdline", maxBytes: 4096) else { return }
+        let args = cmdline.split(separator: 0, omittingEmptySubsequences: false).prefix(2).map { String(decoding: $0, as: UTF8.self) }
+        let binaryName = settings.binary.split(separator: "/").last.map(String.init) ?? settings.binary
+        // argv[0] is the program, or the interpreter with the script as argv[1].
+        guard args.contains(where: { $0.hasSuffix(binaryName) }) else { return }
+        kill(child, SIGTERM)
+        log.warning("radio.orphan_stopped", [("radio", "rtl433"), ("pid", String(child)),
+                                             ("hint", "an rtl_433 from a previous run was still holding the radio")])
+    }
+
     private func supervise() {
         let backoff = FullJitterBackoff(initialMillis: settings.restartInitialMs, capMillis: settings.restartMaxMs)
         var rng = SystemRandomNumberGenerator()
@@ -79,6 +104,7 @@ public final class RTL433Radio: @unchecked Sendable {
                 continue
             }
             child.withLock { $0 = process }
+            if let pidFile { _ = try? writeSmallFile(pidFile, "\(process.pid) \(getpid())\n") }
             let started = Clocks.monotonicMicros()
             status.withLock { $0.state = .running; $0.pid = process.pid }
             log.info("radio.started", [("radio", "rtl433"), ("pid", String(process.pid)), ("argv", ([settings.binary] + settings.arguments).joined(separator: " "))])
@@ -119,4 +145,14 @@ public final class RTL433Radio: @unchecked Sendable {
             attempt += 1
         }
     }
+}
+
+/// Alive and not a zombie (a killed process whose parent has not reaped it yet still answers kill 0).
+func isRunningProcess(_ pid: Int32) -> Bool {
+    guard kill(pid, 0) == 0 || errno == EPERM else { return false }
+    guard let stat = readFile("/proc/\(pid)/stat", maxBytes: 1024) else { return false }
+    let text = String(decoding: stat, as: UTF8.self)
+    guard let close = text.lastIndex(of: ")") else { return true }
+    let state = text[text.index(after: close)...].split(separator: " ").first
+    return state != "Z" && state != "X"
 }

@@ -166,3 +166,12 @@ public func setCloseOnExec(_ fd: Int32) -> Bool {
     let flags = fcntl(fd, F_GETFD)
     return flags >= 0 && fcntl(fd, F_SETFD, flags | FD_CLOEXEC) == 0
 }
+
+/// Writes a small file in one go (pid files); not durable, not atomic, on purpose.
+public func writeSmallFile(_ path: String, _ text: String) throws(SpawnError) {
+    let fd = retryingEINTR { open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644) }
+    guard fd >= 0 else { throw SpawnError(program: path, code: errno) }
+    defer { close(fd) }
+    let bytes = Array(text.utf8)
+    _ = bytes.withUnsafeBytes { buf in retryingEINTR { write(fd, buf.baseAddress, buf.count) } }
+}

@@ -45,3 +45,36 @@ final class ShutdownTests: XCTestCase {
         XCTAssertEqual(agentStatus(socket)?["outbox"]?["depth"]?.intValue, 1)
     }
 }
+
+/// After a SIGKILL of the agent (no systemd to clean up), the next start stops the rtl_433 the
+/// dead agent left running, so the SDR is free again.
+final class OrphanRadioTests: XCTestCase {
+    func testRestartStopsTheOrphanedRadio() throws {
+        try requireFile(Paths.agentBinary, "doorbell-agent")
+        let dir = try TempDir()
+        let radio = try dir.write("fake-rtl433.sh", "#!/bin/sh\nwhile true; do sleep 1; done\n")
+        chmod(radio, 0o755)
+        let socket = dir.file("control.sock")
+        let config = try dir.write("agent.toml", """
+        gateway_id = "gw"
+        [paths]
+        state_dir = "\(dir.file("state"))"
+        control_socket = "\(socket)"
+        [radio.rtl433]
+        binary = "\(radio)"
+        """)
+        let first = try Child(Paths.agentBinary, ["run", "--config", config], dir: dir, name: "agent-1")
+        eventually(30, "radio running") { agentStatus(socket)?["radios"]?.arrayFirst?["state"]?.stringValue == "running" }
+        let pids = ((try? String(contentsOfFile: dir.file("state/rtl433.pid"), encoding: .utf8)) ?? "").split(separator: " ")
+        let orphan = Int32(pids.first ?? "") ?? 0
+        XCTAssertGreaterThan(orphan, 1)
+        first.signal(SIGKILL)
+        first.wait(seconds: 10)
+        XCTAssertEqual(kill(orphan, 0), 0, "the radio outlived its agent")
+
+        let second = try Child(Paths.agentBinary, ["run", "--config", config], dir: dir, name: "agent-2")
+        defer { second.stop() }
+        eventually(30, "the orphan is gone") { kill(orphan, 0) != 0 || (try? String(contentsOfFile: "/proc/\(orphan)/stat", encoding: .utf8))?.contains(") Z ") == true }
+        XCTAssertTrue(second.stderr.contains("radio.orphan_stopped"), second.stderr)
+    }
+}
