@@ -88,6 +88,48 @@ final class HTTPSClientTests: XCTestCase {
         XCTAssertEqual(e.code, .timeout)
     }
 
+    func startHelper(_ python: String, _ script: String, _ args: [String], name: String) throws -> (Child, Int) {
+        let ready = dir.file("\(name)-ready.json")
+        let child = try Child(python, [Paths.repoRoot + "/Tests/helpers/" + script, "--ready-file", ready, "--max-seconds", "30"] + args,
+                              dir: dir, name: name)
+        eventually(30, "\(name) ready") { FileManager.default.fileExists(atPath: ready) }
+        let port = Int((try? JSONReader.parse(String(contentsOfFile: ready, encoding: .utf8)))?["port"]?.intValue ?? 0)
+        return (child, port)
+    }
+
+    func testHTTP2IsUsedWhenTheServerOffersIt() throws {
+        let python = Paths.repoRoot + "/.venv/bin/python"
+        guard FileManager.default.isExecutableFile(atPath: python) else {
+            throw XCTSkip("SKIPPED: .venv missing (scripts/venv.sh, run by make test, installs hypercorn)")
+        }
+        let (h2, h2Port) = try startHelper(python, "h2_test_server.py", ["--cert", dir.file("pki/server.pem"), "--key", dir.file("pki/server.key"),
+                                                                         "--log", dir.file("h2.jsonl")], name: "h2")
+        defer { h2.stop() }
+        port = h2Port
+        let c = try client()
+        for _ in 0..<2 {
+            guard case let .success(r) = c.post(body: Array("{}".utf8), headers: [("Content-Type", "application/json")]) else {
+                return XCTFail("h2 request failed: \(h2.stderr)")
+            }
+            XCTAssertEqual(r.status, 200)
+        }
+        let versions = ((try? String(contentsOfFile: dir.file("h2.jsonl"), encoding: .utf8)) ?? "").split(separator: "\n")
+            .compactMap { try? JSONReader.parse(String($0)) }.compactMap { $0["http_version"]?.stringValue }
+        XCTAssertEqual(versions, ["2", "2"])
+    }
+
+    func testProxyIsUsedWhenConfigured() throws {
+        try startServer(script: "200")
+        let (proxy, proxyPort) = try startHelper("/usr/bin/python3", "connect_proxy.py", ["--log", dir.file("proxy.jsonl")], name: "proxy")
+        defer { proxy.stop() }
+        let c = try HTTPSClient(options: HTTPSClientOptions(url: "https://127.0.0.1:\(port)/events", caFile: dir.file("pki/ca.pem"),
+                                                            userAgent: "test", proxy: "http://127.0.0.1:\(proxyPort)"))
+        guard case let .success(r) = c.post(body: [], headers: []) else { return XCTFail("request through the proxy failed") }
+        XCTAssertEqual(r.status, 200)
+        let log = (try? String(contentsOfFile: dir.file("proxy.jsonl"), encoding: .utf8)) ?? ""
+        XCTAssertTrue(log.contains("\"target\": \"127.0.0.1:\(port)\""), log)
+    }
+
     func testMissingCAFileFailsAtInit() {
         XCTAssertThrowsError(try HTTPSClient(options: HTTPSClientOptions(url: "https://127.0.0.1:1/", caFile: "/nonexistent/ca.pem"))) { error in
             XCTAssertTrue("\(error)".contains("cannot read CA file /nonexistent/ca.pem"), "\(error)")
