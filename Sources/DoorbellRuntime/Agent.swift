@@ -218,11 +218,22 @@ public final class Agent: @unchecked Sendable {
             c.spilled.append(event)
             return true
         }
-        if queued { spillWake.signal(); return nil }
+        if queued {
+            if let dropped = counters.withLock({ Self.trimSpill(&$0) }) {
+                log.error("memory.evicted", [("type", dropped.type.rawValue), ("device", dropped.device.id), ("hint", "storage has been full too long")])
+            }
+            spillWake.signal()
+            return nil
+        }
         switch store(event) {
         case let .stored(entry): return entry
         case .full:
-            counters.withLock { $0.spilled.append(event); $0.storageFull = true }
+            let dropped = counters.withLock { c -> AgentEvent? in
+                c.spilled.append(event)
+                c.storageFull = true
+                return Self.trimSpill(&c)
+            }
+            if let dropped { log.error("memory.evicted", [("type", dropped.type.rawValue), ("device", dropped.device.id), ("hint", "storage has been full too long")]) }
             spillWake.signal()
             return nil
         case .failed: return nil
@@ -230,6 +241,17 @@ public final class Agent: @unchecked Sendable {
     }
 
     enum StoreOutcome { case stored(OutboxEntry), full, failed }
+
+    /// Memory is bounded too: past this many held events, the oldest of the lowest priority goes
+    /// (counted and logged), as in the outbox.
+    static let maxHeldInMemory = 5_000
+
+    static func trimSpill(_ c: inout AgentCounters) -> AgentEvent? {
+        guard c.spilled.count > maxHeldInMemory else { return nil }
+        let victim = c.spilled.firstIndex { !$0.type.rawValue.hasPrefix("doorbell.") } ?? 0
+        c.evicted += 1
+        return c.spilled.remove(at: victim)
+    }
 
     /// One transaction, one fsync: the event, any evictions its arrival forces, and their report.
     func store(_ event: AgentEvent) -> StoreOutcome {

@@ -61,6 +61,10 @@ final class UplinkPolicyTests: XCTestCase {
         // Every attempt is signed afresh: same id, its own timestamp header.
         let ids = Set(requests.compactMap { $0["headers"]?["webhook-id"]?.stringValue })
         XCTAssertEqual(ids.count, 1)
+        let stamps = requests.compactMap { $0["headers"]?["webhook-timestamp"]?.stringValue }
+        XCTAssertEqual(Set(stamps).count, 2, "re-signed with the attempt's own timestamp: \(stamps)")
+        let signatures = Set(requests.compactMap { $0["headers"]?["webhook-signature"]?.stringValue })
+        XCTAssertEqual(signatures.count, 2)
     }
 
     func testGoneStopsDeliveryAndKeepsTheEvent() throws {
