@@ -6,47 +6,33 @@ import XCTest
 /// stored the event, and a live press overtaking a stuck backlog.
 final class FaultInjectionTests: XCTestCase {
     var dir: TempDir!
-    var server: Child?
+    var receiver: ScriptedReceiver?
     var agent: Child?
-    var port = 0
     var socket: String { dir.file("control.sock") }
 
     override func tearDown() {
         agent?.stop()
-        server?.stop()
+        receiver?.stop()
     }
 
     func start(script: String) throws {
         try requireFile(Paths.agentBinary, "doorbell-agent")
         dir = try TempDir()
-        XCTAssertEqual(try runCommand("/bin/bash", [Paths.repoRoot + "/scripts/make-test-pki.sh", dir.file("pki")]).status, 0)
-        let ready = dir.file("ready.json")
-        server = try Child("/usr/bin/python3", [Paths.repoRoot + "/Tests/helpers/https_test_server.py",
-                                                "--cert", dir.file("pki/server.pem"), "--key", dir.file("pki/server.key"),
-                                                "--script", script, "--log", dir.file("requests.jsonl"), "--ready-file", ready,
-                                                "--max-seconds", "120"], dir: dir, name: "server")
-        eventually(20, "server ready") { FileManager.default.fileExists(atPath: ready) }
-        port = Int((try? JSONReader.parse(String(contentsOfFile: ready, encoding: .utf8)))?["port"]?.intValue ?? 0)
+        let receiver = try ScriptedReceiver(dir: dir, ["--script", script])
+        self.receiver = receiver
         let secret = try dir.write("g.whsec", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n")
-        let quiet = try dir.write("quiet.sh", "#!/bin/sh\nexec sleep 600\n")
-        chmod(quiet, 0o755)
-        let config = agentConfig(stateDir: dir.file("state"), socket: socket, radio: "[radio.rtl433]\nbinary = \"\(quiet)\"",
-                                 devices: [("front-door", "{ code = 1 }")], url: "https://127.0.0.1:\(port)/events",
-                                 caFile: dir.file("pki/ca.pem"), secretFile: secret)
+        let config = agentConfig(stateDir: dir.file("state"), socket: socket, radio: "[radio.rtl433]\nbinary = \"\(try quietRadio(dir))\"",
+                                 devices: [("front-door", "{ code = 1 }")], url: receiver.url, caFile: receiver.caFile, secretFile: secret)
             + "\n[tracker.button]\ncooldown_ms = 0\nrepeat_gap_ms = 20\n"
-        agent = try Child(Paths.agentBinary, ["run", "--config", try dir.write("agent.toml", config)], dir: dir, name: "agent")
-        eventually(30, "agent answers") { agentStatus(socket) != nil }
+        agent = try startAgent(dir, config: try dir.write("agent.toml", config), socket: socket)
     }
 
     func press() throws {
         usleep(30_000)
-        XCTAssertEqual(try runCommand(Paths.agentctlBinary, ["inject", "press", "--device", "front-door", "--socket", socket]).status, 0)
+        XCTAssertEqual(try injectPress(socket), 0)
     }
 
-    var requests: [JSONValue] {
-        ((try? String(contentsOfFile: dir.file("requests.jsonl"), encoding: .utf8)) ?? "")
-            .split(separator: "\n").compactMap { try? JSONReader.parse(String($0)) }
-    }
+    var requests: [JSONValue] { receiver?.requests ?? [] }
 
     func sequence(_ r: JSONValue) -> Int64? { (try? JSONReader.parse(r["body"]?.stringValue ?? ""))?["sequence"]?.intValue }
 

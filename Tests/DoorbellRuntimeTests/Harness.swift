@@ -224,3 +224,56 @@ func agentStatus(_ socket: String) -> JSONValue? {
     guard let r = try? runCommand(Paths.agentctlBinary, ["status", "--json", "--socket", socket]) else { return nil }
     return try? JSONReader.parse(r.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
 }
+
+/// The scriptable python HTTPS receiver (Tests/helpers/https_test_server.py) with a fresh PKI.
+final class ScriptedReceiver {
+    let dir: TempDir
+    let child: Child
+    let port: Int
+    var caFile: String { dir.file("pki/ca.pem") }
+    var url: String { "https://127.0.0.1:\(port)/events" }
+
+    init(dir: TempDir, _ args: [String], name: String = "receiver") throws {
+        self.dir = dir
+        if !FileManager.default.fileExists(atPath: dir.file("pki/ca.pem")) {
+            let r = try runCommand("/bin/bash", [Paths.repoRoot + "/scripts/make-test-pki.sh", dir.file("pki")])
+            XCTAssertEqual(r.status, 0, r.stderr)
+        }
+        let ready = dir.file("\(name)-ready.json")
+        child = try Child("/usr/bin/python3", [Paths.repoRoot + "/Tests/helpers/https_test_server.py",
+                                               "--cert", dir.file("pki/server.pem"), "--key", dir.file("pki/server.key"),
+                                               "--log", dir.file("requests.jsonl"), "--ready-file", ready, "--max-seconds", "600"] + args,
+                          dir: dir, name: name)
+        eventually(20, "\(name) ready") { FileManager.default.fileExists(atPath: ready) }
+        port = Int((try? JSONReader.parse(String(contentsOfFile: ready, encoding: .utf8)))?["port"]?.intValue ?? 0)
+    }
+
+    /// Every request it saw, in order: `answer`, `headers`, `body` (latin-1), `t`, `connection`.
+    var requests: [JSONValue] {
+        ((try? String(contentsOfFile: dir.file("requests.jsonl"), encoding: .utf8)) ?? "")
+            .split(separator: "\n").compactMap { try? JSONReader.parse(String($0)) }
+    }
+
+    func stop() { child.stop() }
+}
+
+/// A stand-in for rtl_433 with nothing on the air.
+func quietRadio(_ dir: TempDir) throws -> String {
+    let path = try dir.write("quiet-rtl433.sh", "#!/bin/sh\nexec sleep 600\n")
+    chmod(path, 0o755)
+    return path
+}
+
+/// Starts the agent and waits until its control socket answers.
+func startAgent(_ dir: TempDir, config: String, socket: String, name: String = "agent",
+                file: StaticString = #filePath, line: UInt = #line) throws -> Child {
+    let agent = try Child(Paths.agentBinary, ["run", "--config", config], dir: dir, name: name)
+    eventually(30, "\(name) answers on its control socket", file: file, line: line) { agentStatus(socket) != nil }
+    return agent
+}
+
+/// `agentctl inject press`; returns agentctl's exit status.
+@discardableResult
+func injectPress(_ socket: String, device: String = "front-door") throws -> Int32 {
+    try runCommand(Paths.agentctlBinary, ["inject", "press", "--device", device, "--socket", socket]).status
+}

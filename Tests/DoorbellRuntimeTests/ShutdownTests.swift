@@ -8,28 +8,19 @@ final class ShutdownTests: XCTestCase {
     func testSigtermWithAnInFlightRequestExitsCleanlyAndKeepsTheEvent() throws {
         try requireFile(Paths.agentBinary, "doorbell-agent")
         let dir = try TempDir()
-        XCTAssertEqual(try runCommand("/bin/bash", [Paths.repoRoot + "/scripts/make-test-pki.sh", dir.file("pki")]).status, 0)
-        let ready = dir.file("ready.json")
-        let server = try Child("/usr/bin/python3", [Paths.repoRoot + "/Tests/helpers/https_test_server.py",
-                                                    "--cert", dir.file("pki/server.pem"), "--key", dir.file("pki/server.key"),
-                                                    "--script", "hang", "--log", dir.file("requests.jsonl"),
-                                                    "--ready-file", ready, "--max-seconds", "60"], dir: dir, name: "server")
-        defer { server.stop() }
-        eventually(20, "server ready") { FileManager.default.fileExists(atPath: ready) }
-        let port = (try? JSONReader.parse(String(contentsOfFile: ready, encoding: .utf8)))?["port"]?.intValue ?? 0
+        let receiver = try ScriptedReceiver(dir: dir, ["--script", "hang"])
+        defer { receiver.stop() }
         let secret = try dir.write("g.whsec", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n")
         let socket = dir.file("control.sock")
-        let quiet = try dir.write("quiet.sh", "#!/bin/sh\nexec sleep 600\n")
-        chmod(quiet, 0o755)
+        let quiet = try quietRadio(dir)
         let config = agentConfig(
             stateDir: dir.file("state"), socket: socket, radio: "[radio.rtl433]\nbinary = \"\(quiet)\"",
-            devices: [("front-door", "{ code = 1 }")], url: "https://127.0.0.1:\(port)/events",
-            caFile: dir.file("pki/ca.pem"), secretFile: secret, extra: "")
+            devices: [("front-door", "{ code = 1 }")], url: receiver.url,
+            caFile: receiver.caFile, secretFile: secret, extra: "")
             .replacingOccurrences(of: "request_timeout_ms = 5000", with: "request_timeout_ms = 120000")
         let path = try dir.write("agent2.toml", config)
-        let agent = try Child(Paths.agentBinary, ["run", "--config", path], dir: dir, name: "agent")
-        eventually(30, "agent answers") { agentStatus(socket) != nil }
-        XCTAssertEqual(try runCommand(Paths.agentctlBinary, ["inject", "press", "--device", "front-door", "--socket", socket]).status, 0)
+        let agent = try startAgent(dir, config: path, socket: socket)
+        XCTAssertEqual(try injectPress(socket), 0)
         eventually(30, "the request reached the receiver and hangs there") {
             FileManager.default.fileExists(atPath: dir.file("requests.jsonl"))
         }
@@ -39,9 +30,8 @@ final class ShutdownTests: XCTestCase {
         XCTAssertTrue(agent.stderr.contains("uplink.stop_abandoned_request"), agent.stderr)
 
         // The event is still there for the next start.
-        let again = try Child(Paths.agentBinary, ["run", "--config", path], dir: dir, name: "agent-again")
+        let again = try startAgent(dir, config: path, socket: socket, name: "agent-again")
         defer { again.stop() }
-        eventually(30, "agent answers") { agentStatus(socket) != nil }
         XCTAssertEqual(agentStatus(socket)?["outbox"]?["depth"]?.intValue, 1)
     }
 }

@@ -6,49 +6,33 @@ import XCTest
 /// How the uplink treats what the receiver says: Retry-After, 410 Gone; and TLS pinning / mTLS.
 final class UplinkPolicyTests: XCTestCase {
     var dir: TempDir!
-    var server: Child?
+    var receiver: ScriptedReceiver?
     var agent: Child?
-    var port = 0
     var socket: String { dir.file("control.sock") }
 
     override func setUpWithError() throws {
         try requireFile(Paths.agentBinary, "doorbell-agent")
         dir = try TempDir()
-        XCTAssertEqual(try runCommand("/bin/bash", [Paths.repoRoot + "/scripts/make-test-pki.sh", dir.file("pki")]).status, 0)
     }
 
     override func tearDown() {
         agent?.stop()
-        server?.stop()
+        receiver?.stop()
     }
 
-    func startServer(_ args: [String]) throws {
-        let ready = dir.file("ready.json")
-        server = try Child("/usr/bin/python3", [Paths.repoRoot + "/Tests/helpers/https_test_server.py",
-                                                "--cert", dir.file("pki/server.pem"), "--key", dir.file("pki/server.key"),
-                                                "--log", dir.file("requests.jsonl"), "--ready-file", ready, "--max-seconds", "60"] + args,
-                           dir: dir, name: "server")
-        eventually(20, "server ready") { FileManager.default.fileExists(atPath: ready) }
-        port = Int((try? JSONReader.parse(String(contentsOfFile: ready, encoding: .utf8)))?["port"]?.intValue ?? 0)
-    }
+    func startServer(_ args: [String]) throws { receiver = try ScriptedReceiver(dir: dir, args) }
 
     func startAgentAndPress(uplinkExtra: String = "") throws {
         let secret = try dir.write("g.whsec", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n")
-        let quiet = try dir.write("quiet.sh", "#!/bin/sh\nexec sleep 600\n")
-        chmod(quiet, 0o755)
         let config = try dir.write("agent.toml", agentConfig(
-            stateDir: dir.file("state"), socket: socket, radio: "[radio.rtl433]\nbinary = \"\(quiet)\"",
-            devices: [("front-door", "{ code = 1 }")], url: "https://127.0.0.1:\(port)/events",
-            caFile: dir.file("pki/ca.pem"), secretFile: secret, extra: uplinkExtra))
-        agent = try Child(Paths.agentBinary, ["run", "--config", config], dir: dir, name: "agent")
-        eventually(30, "agent answers") { agentStatus(socket) != nil }
-        XCTAssertEqual(try runCommand(Paths.agentctlBinary, ["inject", "press", "--device", "front-door", "--socket", socket]).status, 0)
+            stateDir: dir.file("state"), socket: socket, radio: "[radio.rtl433]\nbinary = \"\(try quietRadio(dir))\"",
+            devices: [("front-door", "{ code = 1 }")], url: receiver?.url ?? "", caFile: dir.file("pki/ca.pem"),
+            secretFile: secret, extra: uplinkExtra))
+        agent = try startAgent(dir, config: config, socket: socket)
+        XCTAssertEqual(try injectPress(socket), 0)
     }
 
-    var requests: [JSONValue] {
-        ((try? String(contentsOfFile: dir.file("requests.jsonl"), encoding: .utf8)) ?? "")
-            .split(separator: "\n").compactMap { try? JSONReader.parse(String($0)) }
-    }
+    var requests: [JSONValue] { receiver?.requests ?? [] }
 
     func testRetryAfterIsHonoured() throws {
         try startServer(["--script", "429,200", "--retry-after", "2"])
@@ -96,13 +80,13 @@ final class UplinkPolicyTests: XCTestCase {
     }
 
     func testMutualTLSWithTheGatewayCertificate() throws {
+        try startServer(["--script", "200", "--client-ca", dir.file("pki/ca.pem")])
         let pki = dir.file("pki")
         let made = try runCommand("/bin/sh", ["-c", """
             cd \(pki) && openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout client.key -subj /CN=gw-test -out client.csr 2>/dev/null && \
             openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -out client.pem 2>/dev/null
             """])
         XCTAssertEqual(made.status, 0, made.stderr)
-        try startServer(["--script", "200", "--client-ca", dir.file("pki/ca.pem")])
         try startAgentAndPress(uplinkExtra: "client_cert_file = \"\(pki)/client.pem\"\nclient_key_file = \"\(pki)/client.key\"")
         eventually(30, "delivered over mTLS") { agentStatus(socket)?["uplink"]?["delivered"]?.intValue == 1 }
     }
