@@ -194,6 +194,40 @@ public enum ConfigLoader {
             t.finish()
         }
 
+        var actions: [ActionConfig] = []
+        for (index, t) in top.tableArray("action").enumerated() {
+            let name = t.string("name", required: false) ?? "action-\(index)"
+            var on: [EventType] = [.doorbellPressed]
+            if let types = t.stringArray("on") {
+                on = []
+                for type in types {
+                    if let e = EventType(rawValue: type) { on.append(e) } else {
+                        t.report("on", "unknown event type \"\(type)\"; use \(EventType.allCases.map(\.rawValue).joined(separator: ", "))")
+                    }
+                }
+            }
+            let devicesFilter = t.stringArray("devices") ?? []
+            for d in devicesFilter where !devices.contains(where: { $0.id == d }) {
+                t.report("devices", "no [[device]] with id \"\(d)\"")
+            }
+            var action = ActionConfig(name: name, on: on, devices: devicesFilter, exec: [])
+            if let argv = t.stringArray("exec") {
+                if argv.isEmpty || argv[0].isEmpty {
+                    t.report("exec", "needs a program, e.g. exec = [\"/usr/bin/aplay\", \"/usr/share/sounds/ding.wav\"]")
+                } else if !argv[0].hasPrefix("/") {
+                    t.report("exec", "give the program's absolute path (no PATH lookup, no shell): \"\(argv[0])\"")
+                } else {
+                    action.exec = argv
+                }
+            } else {
+                t.report("exec", "is required: the program to run, e.g. exec = [\"/usr/local/bin/chime\"]")
+            }
+            if let v = t.int("timeout_ms", in: 100...600_000) { action.timeoutMs = v }
+            if let v = t.int("max_running", in: 1...32) { action.maxRunning = v }
+            t.finish()
+            if !action.exec.isEmpty { actions.append(action) }
+        }
+
         var clock = ClockSettings()
         if let t = top.table("clock") {
             if let b = t.bool("require_sync") { clock.requireSync = b }
@@ -206,7 +240,7 @@ public enum ConfigLoader {
         guard let gatewayID else { return nil }
         return AgentConfig(gatewayID: gatewayID, paths: paths, log: log, rtl433: rtl433, button: button,
                            devices: devices, uplink: uplink, metrics: metrics)
-            .with { $0.clock = clock; $0.outbox = limits }
+            .with { $0.clock = clock; $0.outbox = limits; $0.actions = actions }
     }
 
     static func readDevice(_ t: TableReader, index: Int, radios: [String]) -> DeviceConfig? {

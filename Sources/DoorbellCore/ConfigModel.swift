@@ -12,6 +12,7 @@ public struct AgentConfig: Sendable, Equatable {
     public var metrics: MetricsSettings?
     public var clock = ClockSettings()
     public var outbox = OutboxLimits()
+    public var actions: [ActionConfig] = []
 
     public init(gatewayID: String, paths: PathSettings = PathSettings(), log: LogSettings = LogSettings(),
                 rtl433: RTL433Settings? = nil, button: ButtonTracker.Settings = ButtonTracker.Settings(),
@@ -183,4 +184,32 @@ public struct OutboxLimits: Sendable, Equatable {
     public var maxEvents = 20_000
     public var maxBytes = 16 << 20
     public init(maxEvents: Int = 20_000, maxBytes: Int = 16 << 20) { self.maxEvents = maxEvents; self.maxBytes = maxBytes }
+}
+
+/// A local action: runs on the base station at once, whatever the network does.
+public struct ActionConfig: Sendable, Equatable {
+    public var name: String
+    /// Event types that trigger it (default: doorbell.pressed).
+    public var on: [EventType]
+    /// Devices that trigger it; empty = every device.
+    public var devices: [String]
+    /// Program and arguments, run without a shell; event fields arrive in the environment.
+    public var exec: [String]
+    public var timeoutMs: Int = 10_000
+    /// At most this many running at once; a press beyond it is skipped and counted.
+    public var maxRunning: Int = 2
+
+    public init(name: String, on: [EventType] = [.doorbellPressed], devices: [String] = [], exec: [String],
+                timeoutMs: Int = 10_000, maxRunning: Int = 2) {
+        self.name = name
+        self.on = on
+        self.devices = devices
+        self.exec = exec
+        self.timeoutMs = timeoutMs
+        self.maxRunning = maxRunning
+    }
+
+    public func matches(_ event: AgentEvent) -> Bool {
+        on.contains(event.type) && (devices.isEmpty || devices.contains(event.device.id))
+    }
 }

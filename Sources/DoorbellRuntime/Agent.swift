@@ -41,6 +41,7 @@ public final class Agent: @unchecked Sendable {
     var control: ControlServer?
     private var rng = Locked(SystemRandomNumberGenerator())
     public let feed = EventFeed()
+    let actions = Locked<ActionRunner?>(nil)
     let spillWake = WakeSignal()
     let spillStopping = Locked(false)
     /// Raw radio lines for `agentctl capture`; only filled while someone captures.
@@ -104,6 +105,7 @@ public final class Agent: @unchecked Sendable {
 
         let config = self.config
         runSpillRetries()
+        if !config.actions.isEmpty { actions.withLock { $0 = ActionRunner(actions: config.actions, log: log) } }
         let d = try makeDeliverer(config)
         d?.start()
         if d == nil { log.warning("uplink.not_configured", [("hint", "events stay in the outbox until [uplink] is set")]) }
@@ -182,6 +184,9 @@ public final class Agent: @unchecked Sendable {
             newDeliverer?.start()
             parts.withLock { $0.deliverer = newDeliverer }
         }
+        if new.actions != old.actions {
+            actions.withLock { $0 = new.actions.isEmpty ? nil : ActionRunner(actions: new.actions, log: log) }
+        }
         if new.metrics != old.metrics {
             metrics?.stop()
             metrics = new.metrics.map { settings in MetricsWriter(settings: settings, log: log) { [unowned self] in metricsText() } }
@@ -212,6 +217,8 @@ public final class Agent: @unchecked Sendable {
     func accept(_ incoming: AgentEvent) -> OutboxEntry? {
         var event = incoming
         event.bootID = Clocks.bootID
+        // Ring first: local actions never wait for storage or the network.
+        actions.snapshot?.trigger(event, json: event.json(id: "", sequence: 0, gatewayID: config.gatewayID, agentVersion: AgentVersion.current))
         // Keep creation order: while anything waits in memory, new events queue behind it.
         let queued = counters.withLock { c -> Bool in
             guard !c.spilled.isEmpty else { return false }
@@ -461,6 +468,16 @@ public final class Agent: @unchecked Sendable {
         stop()
     }
 
+    func actionStatusJSON(_ problems: inout [String]) -> [JSONValue] {
+        guard let runner = actions.snapshot else { return [] }
+        return runner.status.snapshot.map { a in
+            if let e = a.lastError { problems.append("action \(a.name): \(e)") }
+            return .object([("name", .string(a.name)), ("runs", .number(Double(a.runs))), ("failures", .number(Double(a.failures))),
+                            ("timeouts", .number(Double(a.timeouts))), ("skipped_busy", .number(Double(a.skippedBusy))),
+                            ("running", .number(Double(a.running))), ("last_error", a.lastError.map(JSONValue.string) ?? .null)])
+        }
+    }
+
     // MARK: - Metrics
 
     func metricsText() -> String {
@@ -602,6 +619,7 @@ public final class Agent: @unchecked Sendable {
             .object([("identity", .string(u.identity)), ("model", .string(u.model)), ("frames", .number(Double(u.frames))),
                      ("last_seen", .string(RFC3339.format(micros: u.lastSeenWallMicros)))])
         }
+        let actionsJSON = actionStatusJSON(&problems)
         let events = EventType.allCases.map { ($0.rawValue, JSONValue.number(Double(c.eventsByType[$0.rawValue] ?? 0))) }
         let synced = Clocks.isWallClockSynchronized(config.clock)
         let holding = deliverer?.status.snapshot.heldForClock ?? false
@@ -624,6 +642,7 @@ public final class Agent: @unchecked Sendable {
             ("outbox", .object(outboxJSON)),
             ("uplink", uplinkJSON),
             ("config_reload", reloadStatus.snapshot),
+            ("actions", .array(actionsJSON)),
         ])
     }
 }

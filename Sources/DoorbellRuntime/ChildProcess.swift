@@ -20,7 +20,8 @@ public final class ChildProcess: @unchecked Sendable {
     public let stdoutFD: Int32
     public let stderrFD: Int32
 
-    public init(program: String, arguments: [String]) throws(SpawnError) {
+    /// `environment` nil: the agent's own; otherwise exactly these `KEY=value` entries.
+    public init(program: String, arguments: [String], environment: [String]? = nil) throws(SpawnError) {
         var outPipe: [Int32] = [-1, -1]
         var errPipe: [Int32] = [-1, -1]
         guard pipe(&outPipe) == 0 else { throw SpawnError(program: program, code: errno) }
@@ -47,14 +48,22 @@ public final class ChildProcess: @unchecked Sendable {
         for s in [SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGCHLD] { sigaddset(&defaults, s) }
         posix_spawnattr_setsigmask(&attr, &noSignals)
         posix_spawnattr_setsigdefault(&attr, &defaults)
-        posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        // Its own process group, so a stop reaches whatever it started too (a shell's children
+        // would otherwise keep its pipes open).
+        posix_spawnattr_setpgroup(&attr, 0)
+        posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP))
 
         let argv = ([program] + arguments).map { strdup($0) }
         defer { argv.forEach { free($0) } }
         var cArgv = argv + [nil]
+        let envCopies = environment?.map { strdup($0) }
+        defer { envCopies?.forEach { free($0) } }
+        var cEnv = (envCopies ?? []) + [nil]
         var child: pid_t = 0
         let rc = cArgv.withUnsafeMutableBufferPointer { buf in
-            posix_spawnp(&child, program, &actions, &attr, buf.baseAddress!, environ)
+            cEnv.withUnsafeMutableBufferPointer { env in
+                posix_spawnp(&child, program, &actions, &attr, buf.baseAddress!, environment == nil ? environ : env.baseAddress!)
+            }
         }
         close(outPipe[1])
         close(errPipe[1])
@@ -67,7 +76,10 @@ public final class ChildProcess: @unchecked Sendable {
         stderrFD = errPipe[0]
     }
 
-    public func terminate() { kill(pid, SIGTERM) }
+    public func terminate() { signal(SIGTERM) }
+
+    /// Signals the child's whole process group.
+    public func signal(_ sig: Int32) { kill(-pid, sig) }
 
     /// Reaps the child; returns a readable exit description. The pipes belong to their readers,
     /// which close them at EOF.

@@ -58,7 +58,7 @@ public final class RTL433Radio: @unchecked Sendable {
         let current = child.snapshot
         current?.terminate()
         if !done.wait(timeoutMicros: graceMicros), let current {
-            kill(current.pid, SIGKILL)
+            current.signal(SIGKILL)
             done.wait(timeoutMicros: graceMicros)
         }
         status.withLock { $0.state = .stopped; $0.pid = nil }
@@ -80,7 +80,7 @@ public final class RTL433Radio: @unchecked Sendable {
         let binaryName = settings.binary.split(separator: "/").last.map(String.init) ?? settings.binary
         // argv[0] is the program, or the interpreter with the script as argv[1].
         guard args.contains(where: { $0.hasSuffix(binaryName) }) else { return }
-        kill(child, SIGTERM)
+        kill(-child, SIGTERM)
         log.warning("radio.orphan_stopped", [("radio", "rtl433"), ("pid", String(child)),
                                              ("hint", "an rtl_433 from a previous run was still holding the radio")])
     }

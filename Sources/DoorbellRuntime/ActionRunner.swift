@@ -1,0 +1,104 @@
+import DoorbellCore
+import Glibc
+
+// Local actions (the chime): started the moment an event exists, before it is even stored, so
+// the bell rings with the internet down and a full disk. Each run is a child with a timeout on a
+// thread of its own; the pipeline never waits for one. A press arriving while `max_running`
+// runs are still busy is skipped and counted, so a storm of presses stays bounded.
+
+public struct ActionStatus: Sendable, Equatable {
+    public var name: String
+    public var runs = 0
+    public var failures = 0
+    public var timeouts = 0
+    public var skippedBusy = 0
+    public var running = 0
+    public var lastError: String?
+}
+
+public final class ActionRunner: @unchecked Sendable {
+    let actions: [ActionConfig]
+    let log: Logger
+    public let status: Locked<[ActionStatus]>
+
+    public init(actions: [ActionConfig], log: Logger) {
+        self.actions = actions
+        self.log = log
+        self.status = Locked(actions.map { ActionStatus(name: $0.name) })
+    }
+
+    public func trigger(_ event: AgentEvent, json: JSONValue) {
+        for (index, action) in actions.enumerated() where action.matches(event) {
+            let admitted = status.withLock { s -> Bool in
+                guard s[index].running < action.maxRunning else { s[index].skippedBusy += 1; return false }
+                s[index].running += 1
+                return true
+            }
+            guard admitted else {
+                log.warning("action.skipped_busy", [("action", action.name), ("max_running", String(action.maxRunning))])
+                continue
+            }
+            let env = Self.environment(event, json: json)
+            startThread(name: "action") { [self] in
+                run(action, index: index, environment: env)
+                status.withLock { $0[index].running -= 1 }
+            }
+        }
+    }
+
+    static func environment(_ event: AgentEvent, json: JSONValue) -> [String] {
+        [
+            "DOORBELL_EVENT_TYPE=\(event.type.rawValue)",
+            "DOORBELL_DEVICE_ID=\(event.device.id)",
+            "DOORBELL_DEVICE_NAME=\(event.device.name)",
+            "DOORBELL_OCCURRED_AT=\(RFC3339.format(micros: event.occurredAtMicros))",
+            "DOORBELL_TEST=\(event.test ? "1" : "0")",
+            "DOORBELL_EVENT_JSON=\(JSONWriter.string(json))",
+            "PATH=/usr/local/bin:/usr/bin:/bin",
+        ]
+    }
+
+    private func run(_ action: ActionConfig, index: Int, environment: [String]) {
+        let started = Clocks.monotonicMicros()
+        let process: ChildProcess
+        do {
+            process = try ChildProcess(program: action.exec[0], arguments: Array(action.exec.dropFirst()), environment: environment)
+        } catch {
+            record(index, failure: error.description, action: action)
+            return
+        }
+        let finished = WakeSignal()
+        let timedOut = Locked(false)
+        // Watchdog: TERM at the timeout, KILL a second later.
+        startThread(name: "action-timeout") {
+            if !finished.wait(timeoutMicros: Int64(action.timeoutMs) * 1000) {
+                timedOut.withLock { $0 = true }
+                process.signal(SIGTERM)
+                if !finished.wait(timeoutMicros: 1_000_000) { process.signal(SIGKILL) }
+            }
+        }
+        let name = action.name
+        startThread(name: "action-stderr") { [log] in
+            readLines(fd: process.stderrFD) { line in if !line.isEmpty { log.info("action.output", [("action", name), ("line", line)]) } }
+        }
+        readLines(fd: process.stdoutFD) { line in if !line.isEmpty { self.log.debug("action.output", [("action", name), ("line", line)]) } }
+        let exit = process.wait()
+        finished.signal()
+        let ms = (Clocks.monotonicMicros() - started) / 1000
+        if timedOut.snapshot {
+            status.withLock { $0[index].timeouts += 1; $0[index].runs += 1; $0[index].lastError = "killed after \(action.timeoutMs) ms (timeout_ms)" }
+            log.error("action.timeout", [("action", action.name), ("timeout_ms", String(action.timeoutMs))])
+        } else if exit.code != 0 {
+            status.withLock { $0[index].runs += 1 }
+            record(index, failure: "\(action.exec[0]) \(exit.description)", action: action)
+        } else {
+            status.withLock { $0[index].runs += 1 }
+            log.info("action.done", [("action", action.name), ("ms", String(ms))])
+        }
+    }
+
+    private func record(_ index: Int, failure: String, action: ActionConfig) {
+        status.withLock { $0[index].failures += 1; $0[index].lastError = failure }
+        log.error("action.failed", [("action", action.name), ("error", failure)])
+    }
+}
