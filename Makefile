@@ -3,7 +3,7 @@ SHELL := /bin/bash
 SWIFT ?= swift
 CLOUD_BIN := cloud/.build/debug/doorbell-cloud
 
-.PHONY: all deps build build-cloud demo test deb clean
+.PHONY: all deps build build-cloud demo test deb fuzz clean
 
 all: build
 
@@ -33,7 +33,12 @@ test: deps build-cloud
 	scripts/test-deb.sh
 	cd cloud && $(SWIFT) test
 	$(SWIFT) build --build-tests
+	for t in json rtl433 config control; do .build/debug/doorbell-fuzz $$t Tests/FuzzCorpus/$$t/*; done
 	DOORBELL_CLOUD_BIN=$(CURDIR)/$(CLOUD_BIN) $(SWIFT) test --skip-build
+
+# Every parser under libFuzzer + ASan, FUZZ_SECONDS each (default 60).
+fuzz: deps
+	scripts/fuzz.sh
 
 clean:
 	rm -rf .build cloud/.build .work

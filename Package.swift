@@ -8,6 +8,7 @@ let package = Package(
     products: [
         .executable(name: "doorbell-agent", targets: ["doorbell-agent"]),
         .executable(name: "agentctl", targets: ["agentctl"]),
+        .executable(name: "doorbell-fuzz", targets: ["doorbell-fuzz"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
@@ -50,6 +51,9 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+        // Fuzz targets (scripts/fuzz.sh builds them with libFuzzer) and, in a normal build,
+        // the replayer of the saved corpus and crash reproducers.
+        .executableTarget(name: "doorbell-fuzz", dependencies: ["DoorbellCore", "CLinux"]),
         .testTarget(
             name: "DoorbellCoreTests",
             dependencies: [

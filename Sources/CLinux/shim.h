@@ -18,4 +18,8 @@ static inline int doorbell_peer_credentials(int fd, struct doorbell_peer *out) {
     socklen_t len = sizeof(*out);
     return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, out, &len);
 }
+
+// libFuzzer's entry for programs that keep their own main (used only by doorbell-fuzz built with
+// -sanitize=fuzzer; declared here because Swift cannot declare a C function itself).
+int LLVMFuzzerRunDriver(int *argc, char ***argv, int (*callback)(const unsigned char *data, unsigned long size));
 #endif

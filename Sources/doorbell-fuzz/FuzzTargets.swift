@@ -1,0 +1,103 @@
+import CLinux
+import DoorbellCore
+
+// Fuzz targets for every parser that reads outside input. Built two ways:
+// - with `-sanitize=fuzzer,address -DFUZZING` (scripts/fuzz.sh): libFuzzer drives
+//   LLVMFuzzerTestOneInput; FUZZ_TARGET picks the parser;
+// - normally: `doorbell-fuzz TARGET FILE...` runs saved inputs once (the corpus and every
+//   crash found so far), which `make test` does as a regression test.
+
+enum FuzzTarget: String, CaseIterable {
+    case json, rtl433, config, control
+
+    func run(_ bytes: [UInt8]) {
+        switch self {
+        case .json:
+            if let v = try? JSONReader.parse(bytes: bytes) {
+                // What we write we must read back the same.
+                let again = try? JSONReader.parse(bytes: JSONWriter.encode(v))
+                precondition(again == v, "JSON round trip changed the value")
+            }
+        case .rtl433:
+            var pipeline = RFPipeline(directory: DeviceDirectory(devices: [
+                DeviceConfig(id: "bell", name: "Bell", match: RTL433Match(fields: [("code", .integer(0x5A3C91))])),
+            ]), settings: ButtonTracker.Settings())
+            var t: Int64 = 0
+            for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false) {
+                t += 10_000
+                for event in pipeline.handle(line: line, at: ReceiveTime(monoMicros: t, wallMicros: t, clockSynced: true)) {
+                    _ = event.body(id: "x", sequence: 1, gatewayID: "gw", agentVersion: "0")
+                }
+            }
+        case .config:
+            _ = try? ConfigLoader.parse(text: String(decoding: bytes, as: UTF8.self), file: "fuzz.toml")
+        case .control:
+            // The control socket's request parsing and dispatch keys, without a socket.
+            if let request = try? JSONReader.parse(bytes: bytes) {
+                _ = request["command"]?.stringValue
+                _ = request["device"]?.stringValue
+                _ = request["limit"]?.intValue
+                _ = request["follow"]?.boolValue
+            }
+        }
+    }
+}
+
+#if FUZZING
+nonisolated(unsafe) let selectedTarget: FuzzTarget = {
+    guard let name = getenv("FUZZ_TARGET").map({ String(cString: $0) }), let t = FuzzTarget(rawValue: name) else {
+        fatalError("set FUZZ_TARGET to one of: \(FuzzTarget.allCases.map(\.rawValue).joined(separator: ", "))")
+    }
+    return t
+}()
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzOne(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
+    guard let data else { return 0 }
+    selectedTarget.run(Array(UnsafeBufferPointer(start: data, count: size)))
+    return 0
+}
+
+// SwiftPM links an executable's entry point under this name; here it hands over to libFuzzer.
+@_cdecl("doorbell_fuzz_main")
+public func fuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
+    var argc = argc
+    var argv = argv
+    _ = selectedTarget
+    return LLVMFuzzerRunDriver(&argc, &argv) { data, size in
+        guard let data else { return 0 }
+        selectedTarget.run(Array(UnsafeBufferPointer(start: data, count: Int(size))))
+        return 0
+    }
+}
+#else
+@main
+struct FuzzReplay {
+    static func main() {
+        let args = CommandLine.arguments.dropFirst()
+        guard let name = args.first, let target = FuzzTarget(rawValue: name) else {
+            print("usage: doorbell-fuzz \(FuzzTarget.allCases.map(\.rawValue).joined(separator: "|")) FILE...")
+            exit(64)
+        }
+        var count = 0
+        for path in args.dropFirst() {
+            guard let f = fopen(path, "rb") else { print("cannot read \(path)"); exit(66) }
+            var bytes: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 65_536)
+            while true {
+                let n = fread(&buffer, 1, buffer.count, f)
+                if n <= 0 { break }
+                bytes += buffer[0..<n]
+            }
+            fclose(f)
+            target.run(bytes)
+            count += 1
+        }
+        print("doorbell-fuzz \(name): \(count) inputs, no crash")
+    }
+}
+#endif
+
+#if canImport(Glibc)
+import Glibc
+#endif
