@@ -3,7 +3,7 @@ SHELL := /bin/bash
 SWIFT ?= swift
 CLOUD_BIN := cloud/.build/debug/doorbell-cloud
 
-.PHONY: all deps build build-cloud demo test deb fuzz clean
+.PHONY: all deps build build-cloud demo test deb fuzz bench clean
 
 all: build
 
@@ -35,6 +35,10 @@ test: deps build-cloud
 	$(SWIFT) build --build-tests
 	for t in json rtl433 config control; do .build/debug/doorbell-fuzz $$t Tests/FuzzCorpus/$$t/*; done
 	DOORBELL_CLOUD_BIN=$(CURDIR)/$(CLOUD_BIN) $(SWIFT) test --skip-build
+
+# Figures (speed, footprint, storage wear) with their methods, into docs/benchmarks.md.
+bench: deps
+	scripts/bench.sh
 
 # Every parser under libFuzzer + ASan, FUZZ_SECONDS each (default 60).
 fuzz: deps

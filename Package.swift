@@ -9,6 +9,7 @@ let package = Package(
         .executable(name: "doorbell-agent", targets: ["doorbell-agent"]),
         .executable(name: "agentctl", targets: ["agentctl"]),
         .executable(name: "doorbell-fuzz", targets: ["doorbell-fuzz"]),
+        .executable(name: "doorbell-bench", targets: ["doorbell-bench"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
@@ -54,6 +55,7 @@ let package = Package(
         // Fuzz targets (scripts/fuzz.sh builds them with libFuzzer) and, in a normal build,
         // the replayer of the saved corpus and crash reproducers.
         .executableTarget(name: "doorbell-fuzz", dependencies: ["DoorbellCore", "CLinux"]),
+        .executableTarget(name: "doorbell-bench", dependencies: ["DoorbellCore", "DoorbellRuntime"]),
         .testTarget(
             name: "DoorbellCoreTests",
             dependencies: [

@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# make bench: the agent's figures, each with its method, printed as one table and written into
+# docs/benchmarks.md (between the agent markers) with the date and the machine.
+# BENCH_IDLE_SECONDS (default 60): how long the idle CPU is measured. BENCH_BACKLOG (default 10000).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+idle_seconds=${BENCH_IDLE_SECONDS:-60}
+backlog=${BENCH_BACKLOG:-10000}
+work=$root/.work/bench
+rm -rf "$work"; mkdir -p "$work"
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+trap cleanup EXIT
+
+swift build -c release --static-swift-stdlib --scratch-path .build-release --product doorbell-agent >/dev/null
+swift build -c release --static-swift-stdlib --scratch-path .build-release --product agentctl >/dev/null
+swift build -c release --scratch-path .build-release --product doorbell-bench >/dev/null
+(cd cloud && swift build --product doorbell-cloud >/dev/null)  # debug: the receiver is not what is measured
+rel=$root/.build-release/release
+cloud=$root/cloud/.build/debug/doorbell-cloud
+rows=()
+row() { rows+=("$1|$2|$3|$4"); printf '%-34s %14s %-9s %s\n' "$1" "$2" "$3" "$4"; }
+
+# In-process figures.
+while IFS=$'\t' read -r name value unit method; do row "$name" "$value" "$unit" "$method"; done < <("$rel/doorbell-bench" "$work")
+
+# Binary size.
+cp "$rel/doorbell-agent" "$work/agent.stripped"; strip "$work/agent.stripped"
+row "binary_size_stripped" "$(( $(stat -c %s "$work/agent.stripped") / 1024 / 1024 ))" "MiB" "doorbell-agent, release, --static-swift-stdlib, stripped"
+
+scripts/make-test-pki.sh "$work/pki"
+echo "whsec_$(openssl rand -base64 24)" > "$work/g.whsec"
+printf '#!/bin/sh\nexec sleep 100000\n' > "$work/quiet.sh"; chmod +x "$work/quiet.sh"
+conf() { # name stateDir url extra
+  cat > "$work/$1.toml" <<CONF
+gateway_id = "gw-bench"
+[paths]
+state_dir = "$2"
+control_socket = "$work/$1.sock"
+[log]
+level = "warning"
+[clock]
+require_sync = false
+[radio.rtl433]
+binary = "$work/quiet.sh"
+[uplink]
+url = "$3"
+ca_file = "$work/pki/ca.pem"
+hmac_secret_file = "$work/g.whsec"
+$4
+CONF
+}
+vm() { awk -v k="$2:" '$1==k {print $2}' "/proc/$1/status"; }
+
+# Idle: radio open (a quiet rtl_433 stand-in), nothing happening.
+conf idle "$work/idle-state" "https://127.0.0.1:9/events" ""
+"$rel/doorbell-agent" run --config "$work/idle.toml" 2>"$work/idle.log" & pid=$!; pids+=($pid)
+sleep 2
+row "rss_idle" "$(( $(vm $pid VmRSS) / 1024 ))" "MiB" "VmRSS 2 s after start, radio running, uplink idle"
+t0=$(awk '{print $14+$15}' /proc/$pid/stat); sleep "$idle_seconds"; t1=$(awk '{print $14+$15}' /proc/$pid/stat)
+row "cpu_idle" "$(( (t1 - t0) * 1000 / $(getconf CLK_TCK) ))" "ms" "CPU time used in ${idle_seconds} s with nothing happening (utime+stime)"
+kill $pid; wait $pid 2>/dev/null || true
+
+# Backlog drain to the reference receiver (verifies both signatures, stores in SQLite).
+"$rel/doorbell-agent" pubkey --config "$work/idle.toml" > /dev/null
+mkdir -p "$work/drain-state"
+cp "$work/idle-state/device.key" "$work/drain-state/device.key"
+"$rel/doorbell-agent" pubkey --config "$work/idle.toml" > "$work/g.pub"
+"$rel/doorbell-bench" prefill "$work/drain-state/outbox.sqlite" gw-bench "$backlog"
+"$cloud" serve --port 0 --ready-file "$work/cloud.json" --tls-cert "$work/pki/server.pem" --tls-key "$work/pki/server.key" \
+  --db "$work/cloud.sqlite" --gateway-secret "$work/g.whsec" --gateway-public-key "$work/g.pub" > "$work/cloud.out" 2>"$work/cloud.err" &
+pids+=($!)
+for _ in $(seq 1 200); do [ -s "$work/cloud.json" ] && break; sleep 0.05; done
+port=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["port"])' "$work/cloud.json")
+conf drain "$work/drain-state" "https://127.0.0.1:$port/events" ""
+start=$(date +%s.%N)
+"$rel/doorbell-agent" run --config "$work/drain.toml" 2>"$work/drain.log" & pid=$!; pids+=($pid)
+while :; do
+  depth=$("$rel/agentctl" status --json --socket "$work/drain.sock" 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["outbox"]["depth"])' 2>/dev/null || echo -1)
+  [ "$depth" = "0" ] && break; sleep 0.1
+done
+end=$(date +%s.%N)
+hwm=$(vm $pid VmHWM)
+kill $pid; wait $pid 2>/dev/null || true
+accepted=$(grep -c '^EVENT ' "$work/cloud.out" || true)
+rate=$(python3 -c "print(round($backlog/($end-$start)))")
+row "drain_events_per_s" "$rate" "events/s" "$backlog buffered events → doorbell-cloud on loopback over one kept-alive TLS connection, agent start to empty outbox ($accepted accepted, signatures verified)"
+row "rss_peak_draining" "$(( hwm / 1024 ))" "MiB" "VmHWM of the agent after draining $backlog events"
+
+# The naive way: one curl process per event (what the story's backend did), same receiver kind.
+python3 Tests/helpers/https_test_server.py --cert "$work/pki/server.pem" --key "$work/pki/server.key" --script 200 \
+  --log "$work/naive.jsonl" --ready-file "$work/naive.json" --max-seconds 600 & pids+=($!)
+for _ in $(seq 1 200); do [ -s "$work/naive.json" ] && break; sleep 0.05; done
+nport=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["port"])' "$work/naive.json")
+n=200
+body='{"type":"doorbell.pressed","device":{"id":"front-door"}}'
+s0=$(date +%s.%N)
+for i in $(seq 1 $n); do curl -s -o /dev/null --cacert "$work/pki/ca.pem" -H 'content-type: application/json' -d "$body" "https://127.0.0.1:$nport/events"; done
+s1=$(date +%s.%N)
+naive=$(python3 -c "print(round($n/($s1-$s0)))")
+mkdir -p "$work/naive-state"; cp "$work/idle-state/device.key" "$work/naive-state/"
+"$rel/doorbell-bench" prefill "$work/naive-state/outbox.sqlite" gw-bench 2000
+conf naive "$work/naive-state" "https://127.0.0.1:$nport/events" ""
+a0=$(date +%s.%N)
+"$rel/doorbell-agent" run --config "$work/naive.toml" 2>"$work/naive-agent.log" & pid=$!; pids+=($pid)
+while :; do
+  depth=$("$rel/agentctl" status --json --socket "$work/naive.sock" 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["outbox"]["depth"])' 2>/dev/null || echo -1)
+  [ "$depth" = "0" ] && break; sleep 0.1
+done
+a1=$(date +%s.%N)
+kill $pid; wait $pid 2>/dev/null || true
+agent_rate=$(python3 -c "print(round(2000/($a1-$a0)))")
+row "naive_curl_per_event" "$naive" "events/s" "$n POSTs, one curl process (new TLS handshake) each, to the stdlib python receiver"
+row "agent_same_receiver" "$agent_rate" "events/s" "2000 buffered events by the agent to the same python receiver: $(python3 -c "print(round($agent_rate/$naive,1))")× the naive way"
+
+# Write the table into docs/benchmarks.md between the markers, leaving the rest alone.
+machine="$(uname -m), $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+table="<!-- agent-bench:start -->
+## Agent (\`make bench\`, $(date -u +%Y-%m-%d), $machine)
+| figure | value | unit | method |
+|---|---|---|---|
+$(for r in "${rows[@]}"; do IFS='|' read -r a b c d <<<"$r"; echo "| $a | $b | $c | $d |"; done)
+<!-- agent-bench:end -->"
+doc=docs/benchmarks.md
+[ -f "$doc" ] || printf '# Benchmarks\n\nMeasured figures; never timed tests.\n\n' > "$doc"
+python3 - "$doc" "$table" <<'PY'
+import re, sys
+path, table = sys.argv[1], sys.argv[2]
+text = open(path).read()
+if "<!-- agent-bench:start -->" in text:
+    text = re.sub(r"<!-- agent-bench:start -->.*?<!-- agent-bench:end -->", lambda m: table, text, flags=re.S)
+else:
+    text = text.rstrip("\n") + "\n\n" + table + "\n"
+open(path, "w").write(text)
+PY
+echo "bench: written to $doc"
