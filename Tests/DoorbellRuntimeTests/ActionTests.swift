@@ -16,10 +16,7 @@ final class ActionTests: XCTestCase {
         let fail = try dir.write("fail.sh", "#!/bin/sh\necho 'relay not found' >&2\nexit 3\n")
         for f in [ring, hang, fail] { chmod(f, 0o755) }
         let config = try dir.write("agent.toml", """
-        gateway_id = "gw"
-        [paths]
-        state_dir = "\(dir.file("state"))"
-        control_socket = "\(socket)"
+        \(agentHeader(dir, socket: socket))
         [radio.rtl433]
         binary = "\(try quietRadio(dir))"
         [tracker.button]

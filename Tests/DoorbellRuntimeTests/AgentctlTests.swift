@@ -13,10 +13,7 @@ final class AgentctlTests: XCTestCase {
         let quiet = try dir.write("quiet-rtl433.sh", "#!/bin/sh\nexec sleep 600\n")
         chmod(quiet, 0o755)
         let config = try dir.write("agent.toml", """
-        gateway_id = "gw"
-        [paths]
-        state_dir = "\(dir.file("state"))"
-        control_socket = "\(socket)"
+        \(agentHeader(dir, socket: socket))
         [radio.rtl433]
         binary = "\(quiet)"
         [[device]]
@@ -73,10 +70,7 @@ final class AgentctlTests: XCTestCase {
         chmod(dir.path, 0o755)
         let socket = dir.file("control.sock")
         let config = try dir.write("agent.toml", """
-        gateway_id = "gw"
-        [paths]
-        state_dir = "\(dir.file("state"))"
-        control_socket = "\(socket)"
+        \(agentHeader(dir, socket: socket))
         """)
         let agent = try Child(Paths.agentBinary, ["run", "--config", config], dir: dir, name: "agent")
         defer { agent.stop() }

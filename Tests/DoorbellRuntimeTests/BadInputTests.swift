@@ -54,10 +54,7 @@ final class BadInputTests: XCTestCase {
         chmod(fake, 0o755)
         let socket = dir.file("control.sock")
         let config = try dir.write("agent.toml", """
-        gateway_id = "gw"
-        [paths]
-        state_dir = "\(dir.file("state"))"
-        control_socket = "\(socket)"
+        \(agentHeader(dir, socket: socket))
         [radio.rtl433]
         binary = "\(fake)"
         [[device]]
@@ -80,10 +77,7 @@ final class BadInputTests: XCTestCase {
         let dir = try TempDir()
         let socket = dir.file("control.sock")
         let config = try dir.write("agent.toml", """
-        gateway_id = "gw"
-        [paths]
-        state_dir = "\(dir.file("state"))"
-        control_socket = "\(socket)"
+        \(agentHeader(dir, socket: socket))
         [radio.rtl433]
         binary = "rtl_433-not-installed"
         """)

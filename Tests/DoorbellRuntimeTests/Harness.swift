@@ -277,3 +277,13 @@ func startAgent(_ dir: TempDir, config: String, socket: String, name: String = "
 func injectPress(_ socket: String, device: String = "front-door") throws -> Int32 {
     try runCommand(Paths.agentctlBinary, ["inject", "press", "--device", device, "--socket", socket]).status
 }
+
+/// The first lines of most test configs: a gateway, its state and control socket in `dir`.
+func agentHeader(_ dir: TempDir, socket: String, stateDir: String? = nil) -> String {
+    """
+    gateway_id = "gw"
+    [paths]
+    state_dir = "\(stateDir ?? dir.file("state"))"
+    control_socket = "\(socket)"
+    """
+}

@@ -21,10 +21,7 @@ final class ScanCaptureTests: XCTestCase {
         """)
         chmod(chatty, 0o755)
         let config = try dir.write("agent.toml", """
-        gateway_id = "gw"
-        [paths]
-        state_dir = "\(dir.file("state"))"
-        control_socket = "\(socket)"
+        \(agentHeader(dir, socket: socket))
         [radio.rtl433]
         binary = "\(chatty)"
         [[device]]

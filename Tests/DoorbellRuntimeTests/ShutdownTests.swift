@@ -46,10 +46,7 @@ final class OrphanRadioTests: XCTestCase {
         chmod(radio, 0o755)
         let socket = dir.file("control.sock")
         let config = try dir.write("agent.toml", """
-        gateway_id = "gw"
-        [paths]
-        state_dir = "\(dir.file("state"))"
-        control_socket = "\(socket)"
+        \(agentHeader(dir, socket: socket))
         [radio.rtl433]
         binary = "\(radio)"
         """)
