@@ -88,6 +88,49 @@ rate=$(python3 -c "print(round($backlog/($end-$start)))")
 row "drain_events_per_s" "$rate" "events/s" "$backlog buffered events → doorbell-cloud on loopback over one kept-alive TLS connection, agent start to empty outbox ($accepted accepted, signatures verified)"
 row "rss_peak_draining" "$(( hwm / 1024 ))" "MiB" "VmHWM of the agent after draining $backlog events"
 
+# Press → 2xx latency: a radio that reports one press every 50 ms, delivered to doorbell-cloud;
+# the agent's own press_to_delivered histogram (event created, i.e. frame read, → 2xx).
+presses=${BENCH_PRESSES:-1000}
+printf '#!/bin/sh\ni=0\nwhile [ $i -lt %d ]; do echo "{\\"model\\" : \\"EV1527\\", \\"code\\" : 5913745}"; i=$((i+1)); sleep 0.05; done\nexec sleep 100000\n' "$presses" > "$work/presses.sh"
+chmod +x "$work/presses.sh"
+mkdir -p "$work/latency-state"; cp "$work/idle-state/device.key" "$work/latency-state/"
+conf latency "$work/latency-state" "https://127.0.0.1:$port/events" ""
+sed -i "s|binary = \"$work/quiet.sh\"|binary = \"$work/presses.sh\"|" "$work/latency.toml"
+cat >> "$work/latency.toml" <<CONF
+[tracker.button]
+cooldown_ms = 0
+repeat_gap_ms = 20
+[[device]]
+id = "front-door"
+match = { code = "0x5A3C91" }
+[metrics]
+file = "$work/latency.prom"
+interval_s = 1
+CONF
+"$rel/doorbell-agent" run --config "$work/latency.toml" 2>"$work/latency.log" & pid=$!; pids+=($pid)
+while :; do
+  n=$(awk '/^doorbell_press_to_delivered_seconds_count/ {print $2}' "$work/latency.prom" 2>/dev/null || echo 0)
+  [ "${n:-0}" -ge "$presses" ] && break; sleep 1
+done
+kill $pid; wait $pid 2>/dev/null || true
+read -r p50 p99 <<<"$(python3 - "$work/latency.prom" <<'PY'
+import re, sys
+buckets, total = [], 0
+for line in open(sys.argv[1]):
+    m = re.match(r'doorbell_press_to_delivered_seconds_bucket\{le="([^"]+)"\} (\d+)', line)
+    if m and m.group(1) != "+Inf": buckets.append((float(m.group(1)), int(m.group(2))))
+    m = re.match(r'doorbell_press_to_delivered_seconds_count (\d+)', line)
+    if m: total = int(m.group(1))
+def q(p):
+    for bound, count in buckets:
+        if count >= p * total: return "≤ %g ms" % (bound * 1000)
+    return "> %g ms" % (buckets[-1][0] * 1000)
+print(q(0.5).replace(" ", "_"), q(0.99).replace(" ", "_"))
+PY
+)"
+row "press_to_2xx_p50" "${p50//_/ }" "" "$presses presses, one every 50 ms, frame read → doorbell-cloud 2xx on loopback (agent's histogram buckets)"
+row "press_to_2xx_p99" "${p99//_/ }" "" "same run, 99th percentile"
+
 # The naive way: one curl process per event (what the story's backend did), same receiver kind.
 python3 Tests/helpers/https_test_server.py --cert "$work/pki/server.pem" --key "$work/pki/server.key" --script 200 \
   --log "$work/naive.jsonl" --ready-file "$work/naive.json" --max-seconds 600 & pids+=($!)
