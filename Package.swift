@@ -2,7 +2,7 @@
 import PackageDescription
 
 // The agent: a pure core (frames → events, signing, config), thin shells around C libraries
-// (libcurl, sqlite3) and the OS, and two small executables. No SwiftNIO here on purpose.
+// (libcurl, sqlite3, libgpiod) and the OS, and two small executables. No SwiftNIO here on purpose.
 let package = Package(
     name: "doorbell-agent",
     products: [
@@ -22,6 +22,8 @@ let package = Package(
                        providers: [.apt(["libcurl4-openssl-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3",
                        providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CGPIOD", pkgConfig: "libgpiod",
+                       providers: [.apt(["libgpiod-dev"])]),
         // libc's Linux-only corners that Glibc's module map leaves out (adjtimex).
         .systemLibrary(name: "CLinux"),
         .target(
@@ -34,7 +36,7 @@ let package = Package(
         .target(
             name: "DoorbellRuntime",
             dependencies: [
-                "DoorbellCore", "CCurl", "CSQLite", "CLinux",
+                "DoorbellCore", "CCurl", "CSQLite", "CLinux", "CGPIOD",
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# make demo: the sim board end to end. A recorded doorbell press goes through rtl_433, the
-# agent (decode → press → durable outbox → signed HTTPS) to the reference receiver, which
-# verifies both signatures and prints the event. Then `agentctl status`, then everything stops.
+# make demo: the sim board end to end. A recorded doorbell press goes through rtl_433, another
+# bell's receiver-pin timeline through the agent's own OOK decoder (the GPIO path); the agent
+# rings the local chime at once and sends each press (decode → press → durable outbox → signed
+# HTTPS) to the reference receiver, which verifies both signatures and prints the event. Then
+# `agentctl status`, then everything stops.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -24,7 +26,7 @@ if (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; then
   exit 1
 fi
 
-rm -rf "$work/state" "$work/cloud.sqlite" "$work"/*.log
+rm -rf "$work/state" "$work/cloud.sqlite" "$work"/*.log "$work/chime.log"
 mkdir -p "$work"
 scripts/make-test-pki.sh "$work/pki"
 [ -s "$work/gateway.whsec" ] || echo "whsec_$(openssl rand -base64 24)" > "$work/gateway.whsec"
@@ -47,11 +49,12 @@ echo "demo: receiver listening on https://127.0.0.1:$port"
 "$agent" run --config "$config" 2> "$work/agent.log" &
 pids+=($!)
 
-echo "demo: agent replaying board/sim/recordings/front-door.ook ..."
+echo "demo: agent replaying board/sim/recordings/front-door.ook (rtl_433) and back-door.vcd (GPIO receiver timeline) ..."
 delivered=""
 for _ in $(seq 1 300); do
   status=$("$agentctl" status --json --socket "$work/control.sock" 2>/dev/null || true)
-  if [[ "$status" == *'"state":"finished"'* && "$status" == *'"depth":0'* ]] && grep -q '^EVENT ' "$work/cloud.log"; then
+  finished=$(grep -o '"state":"finished"' <<<"$status" | wc -l)
+  if [[ "$finished" -ge 2 && "$status" == *'"depth":0'* ]] && [ "$(grep -c '^EVENT ' "$work/cloud.log")" -ge 2 ]; then
     delivered=yes; break
   fi
   sleep 0.1
@@ -60,6 +63,9 @@ done
 echo
 echo "=== events delivered to the receiver (verified) ==="
 grep '^EVENT ' "$work/cloud.log" | sed 's/^EVENT //' || true
+echo
+echo "=== the local chime (rang before any delivery) ==="
+cat "$work/chime.log" 2>/dev/null || echo "(did not ring)"
 echo
 echo "=== stored at the receiver: the exact signed bodies (doorbell-cloud events) ==="
 "$cloud" events --db "$work/cloud.sqlite" || true

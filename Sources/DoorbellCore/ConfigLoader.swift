@@ -123,6 +123,7 @@ public enum ConfigLoader {
         }
 
         var rtl433: RTL433Settings?
+        var ook: OOKRadioSettings?
         var radios: [String] = []
         if let radio = top.table("radio") {
             if let t = radio.table("rtl433") {
@@ -155,6 +156,18 @@ public enum ConfigLoader {
                 }
                 t.finish()
                 if enabled { rtl433 = r; radios.append("rtl433") }
+            }
+            if let t = radio.table("ook") {
+                let enabled = t.bool("enabled") ?? true
+                if let o = readOOK(t, baseDir: baseDir, checks: checks), enabled {
+                    ook = o
+                    radios.append("ook")
+                }
+                t.finish()
+            }
+            if let r = rtl433, let o = ook, o.source == .rtl433, r.replay.isEmpty, o.rtl433.replay.isEmpty,
+               !r.args.contains("-d") && !o.rtl433.args.contains("-d") {
+                radio.report("ook", "[radio.rtl433] and [radio.ook] source = \"rtl433\" would open the same SDR; give each its dongle with \"-d\" in args / rtl433_args")
             }
             radio.finish()
         }
@@ -211,21 +224,32 @@ public enum ConfigLoader {
                 t.report("devices", "no [[device]] with id \"\(d)\"")
             }
             var action = ActionConfig(name: name, on: on, devices: devicesFilter, exec: [])
+            if let g = t.table("gpio_pulse") {
+                if let line = readLine(g, what: "the chime relay or buzzer") {
+                    var pulse = GPIOPulseSettings(line: line)
+                    if let v = g.int("duration_ms", in: 10...60_000) { pulse.durationMs = v }
+                    action.gpioPulse = pulse
+                }
+                g.finish()
+            }
             if let argv = t.stringArray("exec") {
                 if argv.isEmpty || argv[0].isEmpty {
                     t.report("exec", "needs a program, e.g. exec = [\"/usr/bin/aplay\", \"/usr/share/sounds/ding.wav\"]")
+                } else if argv[0].hasPrefix("./") || argv[0].hasPrefix("../") {
+                    // Beside the config (board profiles ship their chime scripts that way).
+                    action.exec = [resolve(argv[0], baseDir: baseDir)] + argv.dropFirst()
                 } else if !argv[0].hasPrefix("/") {
-                    t.report("exec", "give the program's absolute path (no PATH lookup, no shell): \"\(argv[0])\"")
+                    t.report("exec", "give the program's absolute path, or ./name beside this config (no PATH lookup, no shell): \"\(argv[0])\"")
                 } else {
                     action.exec = argv
                 }
-            } else {
-                t.report("exec", "is required: the program to run, e.g. exec = [\"/usr/local/bin/chime\"]")
+            } else if action.gpioPulse == nil && !t.has("gpio_pulse") {
+                t.report("exec", "or gpio_pulse is required: the program to run, e.g. exec = [\"/usr/local/bin/chime\"], or gpio_pulse = { chip = \"pinctrl-bcm2711\", line = 17, duration_ms = 300 }")
             }
             if let v = t.int("timeout_ms", in: 100...600_000) { action.timeoutMs = v }
             if let v = t.int("max_running", in: 1...32) { action.maxRunning = v }
             t.finish()
-            if !action.exec.isEmpty { actions.append(action) }
+            if !action.exec.isEmpty || action.gpioPulse != nil { actions.append(action) }
         }
 
         var clock = ClockSettings()
@@ -240,7 +264,71 @@ public enum ConfigLoader {
         guard let gatewayID else { return nil }
         return AgentConfig(gatewayID: gatewayID, paths: paths, log: log, rtl433: rtl433, button: button,
                            devices: devices, uplink: uplink, metrics: metrics)
-            .with { $0.clock = clock; $0.outbox = limits; $0.actions = actions }
+            .with { $0.clock = clock; $0.outbox = limits; $0.actions = actions; $0.ook = ook }
+    }
+
+    static let knownRadios = ["rtl433", "ook"]
+
+    static func readOOK(_ t: TableReader, baseDir: String, checks: ConfigFileChecks) -> OOKRadioSettings? {
+        let sourceName = t.string("source", hint: "where the pulses come from: source = \"gpio\" (receiver module on a pin), \"rtl433\" (SDR in pulse mode) or \"replay\" (recordings)")
+        // Without a source the other keys cannot be checked; do not also call them unknown.
+        let keys = ["chip", "line", "active_low", "glitch_us", "bits", "protocols", "replay", "rtl433_binary", "rtl433_args"]
+        guard let sourceName else { keys.forEach(t.markUsed); return nil }
+        guard let source = OOKSource(rawValue: sourceName) else {
+            keys.forEach(t.markUsed)
+            t.report("source", "unknown source \"\(sourceName)\"; use \(OOKSource.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ", "))")
+            return nil
+        }
+        var o = OOKRadioSettings(source: source)
+        if source == .gpio {
+            o.gpio = readLine(t, what: "the receiver's data pin")
+        }
+        if let v = t.int("glitch_us", in: 0...2_000) { o.glitchMicros = v }
+        if let v = t.int("bits", in: OOKDecoder.Settings.bitRange) { o.decoder.bits = v }
+        if let list = t.intArray("protocols") {
+            let known = OOKProtocol.table.map(\.number)
+            if list.isEmpty { t.report("protocols", "needs at least one rc-switch protocol number (1-6)") }
+            for n in list where !known.contains(n) { t.report("protocols", "unknown protocol \(n); rc-switch protocols are 1-6 (1 = EV1527/PT2262)") }
+            o.decoder.protocols = list.filter { known.contains($0) }
+        }
+        if let files = t.stringArray("replay") {
+            let paths = files.map { resolve($0, baseDir: baseDir) }
+            for p in paths where !checks.isReadableFile(p) {
+                t.report("replay", "cannot read recording \(p). Check the path (relative paths start at the config file's folder).")
+            }
+            if source == .replay {
+                for p in paths where !(p.hasSuffix(".ook") || p.hasSuffix(".vcd")) {
+                    t.report("replay", "\(p): source = \"replay\" plays .ook or .vcd timelines; .cu8 recordings need source = \"rtl433\"")
+                }
+                o.replay = paths
+            } else if source == .rtl433 {
+                o.rtl433.replay = paths
+            } else {
+                t.report("replay", "is for source = \"replay\" or \"rtl433\"; a GPIO pin cannot replay")
+            }
+        }
+        if source == .replay && o.replay.isEmpty && t.has("replay") == false {
+            t.report("replay", "is required with source = \"replay\": the .ook / .vcd recordings to play")
+        }
+        if let s = t.string("rtl433_binary", required: false) { o.rtl433.binary = s.contains("/") ? resolve(s, baseDir: baseDir) : s }
+        if let a = t.stringArray("rtl433_args") {
+            for bad in ["-F", "-M", "-r", "-w", "-W", "-R", "-X", "-c"] where a.contains(bad) {
+                t.report("rtl433_args", "must not contain \(bad): in pulse mode the agent decodes itself (device, frequency and gain options only)")
+            }
+            o.rtl433.args = a
+        }
+        return o
+    }
+
+    /// `chip = "pinctrl-bcm2711"`, `line = 17`, `active_low = false`.
+    static func readLine(_ t: TableReader, what: String) -> GPIOLineRef? {
+        let chip = t.string("chip", hint: "the GPIO chip's label for \(what), e.g. chip = \"pinctrl-bcm2711\" (Pi 4; Pi 5: \"pinctrl-rp1\"; list them with gpiodetect)")
+        let line = t.int("line", in: 0...1023)
+        if t.has("line") == false { t.report("line", "is required: the line offset of \(what) (BCM GPIO number on a Pi), e.g. line = 27") }
+        let activeLow = t.bool("active_low") ?? false
+        guard let chip, let line else { return nil }
+        if chip.isEmpty { t.report("chip", "must not be empty"); return nil }
+        return GPIOLineRef(chip: chip, line: line, activeLow: activeLow)
     }
 
     static func readDevice(_ t: TableReader, index: Int, radios: [String]) -> DeviceConfig? {
@@ -255,9 +343,10 @@ public enum ConfigLoader {
                 t.report("kind", "unknown kind \"\(s)\"; use one of \(DeviceKind.allCases.map(\.rawValue).joined(separator: ", "))")
             }
         }
-        let radio = t.string("radio", required: false) ?? "rtl433"
-        if radio != "rtl433" {
-            t.report("radio", "unknown radio \"\(radio)\"; this agent knows: rtl433")
+        // Default: the one radio configured (rtl433 first when both are).
+        let radio = t.string("radio", required: false) ?? (radios.contains("rtl433") || radios.isEmpty ? "rtl433" : "ook")
+        if !knownRadios.contains(radio) {
+            t.report("radio", "unknown radio \"\(radio)\"; this agent knows: \(knownRadios.joined(separator: ", "))")
         } else if !radios.contains(radio) {
             t.report("radio", "device uses radio \"\(radio)\" but [radio.\(radio)] is not configured or is disabled")
         }
@@ -476,6 +565,8 @@ final class TableReader {
 
     func markUsed(_ key: String) { used.insert(key) }
 
+    func has(_ key: String) -> Bool { members.contains { $0.0 == key } }
+
     func report(_ key: String, _ message: String) {
         sink.report(path: key.isEmpty ? path : path + [.key(key)], message)
     }
@@ -528,6 +619,20 @@ final class TableReader {
                 return nil
             }
             out.append(s)
+        }
+        return out
+    }
+
+    func intArray(_ key: String) -> [Int]? {
+        guard let node = value(key) else { return nil }
+        guard case let .array(items) = node else { wrongType(key, node, expected: "an array of integers", example: "[1, 2]"); return nil }
+        var out: [Int] = []
+        for item in items {
+            guard case let .int(v) = item, let i = Int(exactly: v) else {
+                report(key, "every element must be an integer, found \(item.typeName)")
+                return nil
+            }
+            out.append(i)
         }
         return out
     }

@@ -6,6 +6,8 @@ public struct AgentConfig: Sendable, Equatable {
     public var paths: PathSettings
     public var log: LogSettings
     public var rtl433: RTL433Settings?
+    /// The OOK receiver: GPIO pin, rtl_433's pulse output, or recorded timelines.
+    public var ook: OOKRadioSettings?
     public var button: ButtonTracker.Settings
     public var devices: [DeviceConfig]
     public var uplink: UplinkSettings?
@@ -65,9 +67,12 @@ public struct RTL433Settings: Sendable, Equatable {
     public var replay: [String] = []
     public var restartInitialMs: Int = 1_000
     public var restartMaxMs: Int = 60_000
+    /// Print demodulated pulses (`-w OOK:-`) instead of decoded JSON, for the agent's own decoder.
+    public var pulseOutput = false
 
     public init(binary: String = "rtl_433", confFile: String? = nil, args: [String] = [], replay: [String] = [],
-                restartInitialMs: Int = 1_000, restartMaxMs: Int = 60_000) {
+                restartInitialMs: Int = 1_000, restartMaxMs: Int = 60_000, pulseOutput: Bool = false) {
+        self.pulseOutput = pulseOutput
         self.binary = binary
         self.confFile = confFile
         self.args = args
@@ -80,12 +85,53 @@ public struct RTL433Settings: Sendable, Equatable {
     /// only); `args` come before the conf file because rtl_433 applies options in order and a
     /// `-R 0` after the conf file would disable the board's flex decoders.
     public var arguments: [String] {
+        if pulseOutput {
+            // No decoders, no JSON: only the pulse data, on stdout.
+            return ["-R", "0", "-w", "OOK:-"] + args + replay.flatMap { ["-r", $0] }
+        }
         var argv = ["-F", "json", "-M", "time:unix:usec", "-M", "level"]
         argv += args
         if let confFile { argv += ["-c", confFile] }
         for file in replay { argv += ["-r", file] }
         return argv
     }
+}
+
+/// A GPIO line named the way it survives kernel updates: the chip's label (`pinctrl-bcm2711`,
+/// `pinctrl-rp1` on a Pi 5) or its name/path (`gpiochip0`, `/dev/gpiochip4`), and the offset.
+public struct GPIOLineRef: Sendable, Equatable, CustomStringConvertible {
+    public var chip: String
+    public var line: Int
+    /// The module's output (or the relay input) is active at low level.
+    public var activeLow = false
+    public init(chip: String, line: Int, activeLow: Bool = false) {
+        self.chip = chip
+        self.line = line
+        self.activeLow = activeLow
+    }
+    public var description: String { "\(chip) line \(line)" }
+}
+
+public enum OOKSource: String, Sendable, CaseIterable {
+    /// A 433 MHz receiver module's data pin (libgpiod edge events).
+    case gpio
+    /// rtl_433 run in pulse mode (`-R 0 -w OOK:-`): an SDR demodulates, the agent decodes.
+    case rtl433
+    /// Recorded `.ook` / `.vcd` timelines (the simulated board, tests).
+    case replay
+}
+
+public struct OOKRadioSettings: Sendable, Equatable {
+    public var source: OOKSource
+    public var gpio: GPIOLineRef?
+    /// Levels shorter than this are receiver noise, folded into the level around them.
+    public var glitchMicros = 80
+    public var decoder = OOKDecoder.Settings()
+    /// source = "replay": .ook / .vcd files.
+    public var replay: [String] = []
+    /// source = "rtl433": how to run it (binary, `-d`/`-f`/`-g` args, `.cu8` recordings to read).
+    public var rtl433 = RTL433Settings(pulseOutput: true)
+    public init(source: OOKSource) { self.source = source }
 }
 
 /// How a configured device is recognised in rtl_433's output. Every key given must match the
@@ -96,7 +142,7 @@ public struct RTL433Match: Sendable, Equatable {
     public static func == (a: RTL433Match, b: RTL433Match) -> Bool {
         a.fields.count == b.fields.count && zip(a.fields, b.fields).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }
     }
-    public static let allowedKeys = ["code", "id", "unit", "channel", "button", "cmd", "data", "model"]
+    public static let allowedKeys = ["code", "id", "unit", "channel", "button", "cmd", "data", "model", "protocol", "tristate"]
 }
 
 public enum MatchValue: Sendable, Equatable {
@@ -195,6 +241,8 @@ public struct ActionConfig: Sendable, Equatable {
     public var devices: [String]
     /// Program and arguments, run without a shell; event fields arrive in the environment.
     public var exec: [String]
+    /// Drive a chime relay or buzzer: the line goes active for `durationMs`, then back.
+    public var gpioPulse: GPIOPulseSettings?
     public var timeoutMs: Int = 10_000
     /// At most this many running at once; a press beyond it is skipped and counted.
     public var maxRunning: Int = 2
@@ -210,6 +258,16 @@ public struct ActionConfig: Sendable, Equatable {
     }
 
     public func matches(_ event: AgentEvent) -> Bool {
+        // A replayed or injected test press rings too: an installer checks the chime that way.
         on.contains(event.type) && (devices.isEmpty || devices.contains(event.device.id))
+    }
+}
+
+public struct GPIOPulseSettings: Sendable, Equatable {
+    public var line: GPIOLineRef
+    public var durationMs: Int = 300
+    public init(line: GPIOLineRef, durationMs: Int = 300) {
+        self.line = line
+        self.durationMs = durationMs
     }
 }

@@ -1,4 +1,5 @@
-// EV1527 / PT2262-style fixed-code transmitter, as pulses: what the button's encoder chip does.
+// EV1527 / PT2262-style fixed-code transmitter (and the rc-switch protocol table), as pulses:
+// what the button's encoder chip does.
 // Written from the EV1527 data sheet's frame layout:
 //   sync: 1T high, 31T low; then 24 bits MSB first; bit 0 = 1T high + 3T low, bit 1 = 3T high + 1T low.
 // One press repeats the word `repeats` times. Used to make the sim board's recordings and, in tests,
@@ -16,6 +17,10 @@ public struct EV1527Encoder: Sendable {
     public var repeats: Int
     public var jitterMicros: Int
     public var bits: Int
+    /// rc-switch protocol number (1 = EV1527/PT2262 timing); see OOKProtocol.table.
+    public var rcSwitchProtocol: Int = 1
+    /// EV1527 sends the sync before the bits; PT2262 after them.
+    public var syncFirst: Bool = true
 
     public init(timeUnitMicros: Int = 350, repeats: Int = 20, jitterMicros: Int = 30, bits: Int = 24) {
         self.timeUnitMicros = timeUnitMicros
@@ -24,21 +29,43 @@ public struct EV1527Encoder: Sendable {
         self.bits = bits
     }
 
-    /// One press: `repeats` words, each preceded by its sync, as (high, low) pulse pairs.
+    /// One press: `repeats` words with their syncs, as (high, low) pulse pairs of the line.
     public func press(code: UInt32, random: inout some RandomNumberGenerator) -> [Pulse] {
-        let t = timeUnitMicros
-        func jitter(_ v: Int) -> Int {
-            jitterMicros == 0 ? v : max(1, v + Int.random(in: -jitterMicros...jitterMicros, using: &random))
+        let p = OOKProtocol.table.first { $0.number == rcSwitchProtocol } ?? OOKProtocol.table[0]
+        let t = Double(timeUnitMicros)
+        func jitter(_ units: Double) -> Int {
+            let v = Int((units * t).rounded())
+            return jitterMicros == 0 ? v : max(1, v + Int.random(in: -jitterMicros...jitterMicros, using: &random))
         }
-        var out: [Pulse] = []
-        out.reserveCapacity(repeats * (bits + 1))
+        // Levels as the chip drives them (first level of each element is high, or low when inverted).
+        var levels: [(high: Bool, micros: Int)] = []
+        levels.reserveCapacity(repeats * (bits + 1) * 2)
+        func element(_ a: Double, _ b: Double) {
+            levels.append((!p.inverted, jitter(a)))
+            levels.append((p.inverted, jitter(b)))
+        }
         for _ in 0..<repeats {
-            out.append(Pulse(high: jitter(t), low: jitter(31 * t)))
+            if syncFirst { element(p.syncHigh, p.syncLow) }
             for i in stride(from: bits - 1, through: 0, by: -1) {
-                let one = (code >> UInt32(i)) & 1 == 1
-                out.append(one ? Pulse(high: jitter(3 * t), low: jitter(t)) : Pulse(high: jitter(t), low: jitter(3 * t)))
+                if (code >> UInt32(i)) & 1 == 1 { element(p.oneHigh, p.oneLow) } else { element(p.zeroHigh, p.zeroLow) }
+            }
+            if !syncFirst { element(p.syncHigh, p.syncLow) }
+        }
+        // Pair each high with the low after it; a leading low is the silence before the press.
+        var out: [Pulse] = []
+        out.reserveCapacity(levels.count / 2 + 1)
+        var high: Int?
+        for level in levels {
+            if level.high {
+                high = (high ?? 0) + level.micros
+            } else if let h = high {
+                out.append(Pulse(high: h, low: level.micros))
+                high = nil
+            } else if let last = out.popLast() {
+                out.append(Pulse(high: last.highMicros, low: last.lowMicros + level.micros))
             }
         }
+        if let h = high { out.append(Pulse(high: h, low: 100_000)) }
         return out
     }
 }

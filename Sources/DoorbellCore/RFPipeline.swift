@@ -127,7 +127,7 @@ public struct RFPipeline: Sendable {
         members.append(("identity", .string(frame.identity)))
         members.append(("model", .string(frame.model)))
         if let rssi = frame.rssi { members.append(("rssi_db", .number(rssi))) }
-        return .object(members + extra)
+        return .object(members + frame.details + extra)
     }
 
     private mutating func note(_ frame: RFFrame, device: String?, at time: ReceiveTime) {

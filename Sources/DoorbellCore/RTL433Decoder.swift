@@ -18,6 +18,22 @@ public struct RFFrame: Sendable, Equatable {
     public var timeMicros: Int64?
     /// All scalar fields, for matching against the config.
     public var fields: [String: JSONValue]
+    /// What the decoder adds to the event's data (protocol, time unit, ...), in order.
+    public var details: [(String, JSONValue)] = []
+
+    public init(model: String, identity: String, code: String?, rssi: Double?, timeMicros: Int64?, fields: [String: JSONValue]) {
+        self.model = model
+        self.identity = identity
+        self.code = code
+        self.rssi = rssi
+        self.timeMicros = timeMicros
+        self.fields = fields
+    }
+
+    public static func == (a: RFFrame, b: RFFrame) -> Bool {
+        a.model == b.model && a.identity == b.identity && a.code == b.code && a.rssi == b.rssi && a.timeMicros == b.timeMicros
+            && a.fields == b.fields && a.details.map(\.0) == b.details.map(\.0) && a.details.map(\.1) == b.details.map(\.1)
+    }
 }
 
 public enum RTL433LineResult: Sendable, Equatable {

@@ -40,7 +40,9 @@ public final class ActionRunner: @unchecked Sendable {
             }
             let env = Self.environment(event, json: json)
             startThread(name: "action") { [self] in
-                run(action, index: index, environment: env)
+                // The relay first: it is the bell; a program may take longer to start.
+                if let pulse = action.gpioPulse { runPulse(pulse, action: action, index: index, also: !action.exec.isEmpty) }
+                if !action.exec.isEmpty { run(action, index: index, environment: env) }
                 status.withLock { $0[index].running -= 1 }
             }
         }
@@ -95,6 +97,26 @@ public final class ActionRunner: @unchecked Sendable {
             status.withLock { $0[index].runs += 1 }
             log.info("action.done", [("action", action.name), ("ms", String(ms))])
         }
+    }
+
+    /// Drives the line active for the duration, then inactive, and releases it, so another
+    /// program (or the next press) can use the pin in between. With an exec beside it the pulse
+    /// runs on its own thread: the program need not wait for the relay.
+    private func runPulse(_ pulse: GPIOPulseSettings, action: ActionConfig, index: Int, also: Bool) {
+        let body: @Sendable () -> Void = { [self] in
+            do throws(GPIOError) {
+                let line = try GPIOOutputLine(pulse.line)
+                line.set(active: true)
+                usleep(UInt32(pulse.durationMs) * 1000)
+                line.set(active: false)
+                if !also { status.withLock { $0[index].runs += 1 } }
+                log.info("action.gpio_pulse", [("action", action.name), ("line", pulse.line.description), ("ms", String(pulse.durationMs))])
+            } catch {
+                if !also { status.withLock { $0[index].runs += 1 } }
+                record(index, failure: "gpio_pulse: " + error.description, action: action)
+            }
+        }
+        if also { startThread(name: "action-gpio", body) } else { body() }
     }
 
     private func record(_ index: Int, failure: String, action: ActionConfig) {

@@ -31,10 +31,14 @@ public final class Agent: @unchecked Sendable {
     let outbox: Outbox
     let deviceKey: Curve25519.Signing.PrivateKey
     let pipeline: Locked<RFPipeline>
+    /// The OOK receiver's own pipeline: its tracker runs on the edges' clock.
+    let ookPipeline: Locked<OOKPipeline>
     let counters = Locked(AgentCounters())
     let startedMono = Clocks.monotonicMicros()
     private let parts = Locked<(radio: RTL433Radio?, deliverer: Deliverer?)>((nil, nil))
     var radio: RTL433Radio? { parts.snapshot.radio }
+    private let ookParts = Locked<OOKRadio?>(nil)
+    var ookRadio: OOKRadio? { ookParts.snapshot }
     var deliverer: Deliverer? { parts.snapshot.deliverer }
     private let reloadStatus = Locked<JSONValue>(.null)
     private var metrics: MetricsWriter?
@@ -60,6 +64,20 @@ public final class Agent: @unchecked Sendable {
             throw AgentStartError(description: error.description, exitCode: 73)
         }
         pipeline = Locked(RFPipeline(radio: "rtl433", directory: DeviceDirectory(devices: config.devices), settings: config.button))
+        ookPipeline = Locked(Self.makeOOKPipeline(config))
+    }
+
+    static func makeOOKPipeline(_ config: AgentConfig) -> OOKPipeline {
+        OOKPipeline(directory: DeviceDirectory(devices: config.devices), button: config.button,
+                    decoder: config.ook?.decoder ?? OOKDecoder.Settings(), glitchMicros: Int64(config.ook?.glitchMicros ?? 80),
+                    idleMicros: OOKRadio.idleMicros)
+    }
+
+    func makeOOKRadio(_ config: AgentConfig) -> OOKRadio? {
+        guard let settings = config.ook else { return nil }
+        return OOKRadio(settings: settings, log: log, pidFile: config.paths.stateDir + "/rtl433-pulses.pid") { [unowned self] input in
+            ingest(ook: input)
+        }
     }
 
     /// Opens the outbox; a damaged one (garbage, truncated, a schema from the future) is moved
@@ -112,6 +130,9 @@ public final class Agent: @unchecked Sendable {
         let r = makeRadio(config)
         r?.start()
         parts.withLock { $0 = (r, d) }
+        let o = makeOOKRadio(config)
+        o?.start()
+        ookParts.withLock { $0 = o }
         if let m = config.metrics {
             let writer = MetricsWriter(settings: m, log: log) { [unowned self] in metricsText() }
             writer.start()
@@ -173,6 +194,15 @@ public final class Agent: @unchecked Sendable {
         if new.devices != old.devices || new.button != old.button {
             pipeline.withLock { $0 = RFPipeline(radio: "rtl433", directory: DeviceDirectory(devices: new.devices), settings: new.button) }
         }
+        if new.devices != old.devices || new.button != old.button || new.ook != old.ook {
+            ookPipeline.withLock { $0 = Self.makeOOKPipeline(new) }
+        }
+        if new.ook != old.ook {
+            ookRadio?.stop()
+            let o = makeOOKRadio(new)
+            o?.start()
+            ookParts.withLock { $0 = o }
+        }
         if new.rtl433 != old.rtl433 {
             radio?.stop()
             let r = makeRadio(new)
@@ -210,6 +240,31 @@ public final class Agent: @unchecked Sendable {
             log.warning("rtl433.bad_line", [("error", malformed), ("line", String(line.prefix(200)))])
         }
         for event in events { accept(event) }
+    }
+
+    /// Edges or pulses from the OOK radio's thread.
+    func ingest(ook input: OOKRadioInput) {
+        let now = Clocks.monotonicMicros()
+        let wall = Clocks.wallMicros()
+        let synced = Clocks.isWallClockSynchronized(config.clock)
+        let events = ookPipeline.withLock { p -> [AgentEvent] in
+            switch input {
+            case let .edge(high, micros):
+                return p.edge(high: high, atMicros: micros, time: ReceiveTime(monoMicros: micros, wallMicros: wall, clockSynced: synced))
+            case let .idle(micros):
+                return p.idle(atMicros: micros, time: ReceiveTime(monoMicros: micros, wallMicros: wall, clockSynced: synced))
+            case let .pulse(pulse, rssi):
+                return p.handle(pulse: pulse, time: ReceiveTime(monoMicros: now, wallMicros: wall, clockSynced: synced), rssi: rssi)
+            }
+        }
+        if rawFeed.hasFollowers, case let .pulse(p, _) = input {
+            rawFeed.publish(.object([("radio", .string("ook")), ("pulse", .array([.number(Double(p.highMicros)), .number(Double(p.lowMicros))]))]))
+        }
+        for var event in events {
+            // The tracker ran on the edges' clock (a replay's is virtual); latency counts from now.
+            event.monotonicMicros = now
+            accept(event)
+        }
     }
 
     /// Makes an event durable (one transaction, one fsync) and wakes the uplink.
@@ -343,7 +398,12 @@ public final class Agent: @unchecked Sendable {
         }
         let time = ReceiveTime(monoMicros: Clocks.monotonicMicros(), wallMicros: Clocks.wallMicros(),
                                clockSynced: Clocks.isWallClockSynchronized(config.clock))
-        let events = pipeline.withLock { $0.inject(device: device, at: time) }
+        let events: [AgentEvent]
+        if device.radio == "ook" {
+            events = ookPipeline.withLock { $0.inject(device: device, at: time) }
+        } else {
+            events = pipeline.withLock { $0.inject(device: device, at: time) }
+        }
         guard !events.isEmpty else {
             return .object([("ok", .bool(false)), ("error", .string("the press was counted but not forwarded: it fell within the cooldown (\(config.button.cooldownMicros / 1000) ms) of the last press of \(deviceID); try again in a few seconds"))])
         }
@@ -392,6 +452,7 @@ public final class Agent: @unchecked Sendable {
     public func stop(uplinkGraceMicros: Int64 = 5_000_000) {
         log.notice("agent.stopping", [])
         radio?.stop()
+        ookRadio?.stop()
         metrics?.stop()
         spillStopping.withLock { $0 = true }
         spillWake.signal()
@@ -411,6 +472,7 @@ public final class Agent: @unchecked Sendable {
     /// uplink must not be wedged in one request for longer than its own timeout allows.
     public func isAlive() -> Bool {
         _ = pipeline.withLock { $0.counters.lines }
+        _ = ookPipeline.withLock { $0.decoder.counters.pulses }
         guard (try? outbox.stats()) != nil else { return false }
         if let deliverer, let uplink = config.uplink, let since = deliverer.busySinceMicros {
             let limit = Int64(uplink.connectTimeoutMs + uplink.requestTimeoutMs) * 1000 + 30_000_000
@@ -492,12 +554,25 @@ public final class Agent: @unchecked Sendable {
             m.add("doorbell_radio_up", "gauge", "1 when the radio is running or finished its replay.",
                   r.state == .running || r.state == .finished ? 1 : 0, labels: [("radio", r.name)])
         }
-        m.add("doorbell_observations_total", "counter", "Frames from configured devices.", Double(p.counters.frames - p.counters.unmatchedFrames))
-        m.add("doorbell_unmatched_frames_total", "counter", "Frames from transmitters not in the config.", Double(p.counters.unmatchedFrames))
+        let o = ookPipeline.snapshot
+        if let r = ookRadio?.currentStatus {
+            m.add("doorbell_radio_lines_total", "counter", "Lines read from the radio.", Double(r.lines), labels: [("radio", "ook")])
+            m.add("doorbell_radio_frames_total", "counter", "Frames decoded.", Double(o.rf.counters.frames), labels: [("radio", "ook")])
+            m.add("doorbell_radio_restarts_total", "counter", "Radio process restarts.", Double(r.restarts), labels: [("radio", "ook")])
+            m.add("doorbell_radio_up", "gauge", "1 when the radio is running or finished its replay.",
+                  r.state == .running || r.state == .finished ? 1 : 0, labels: [("radio", "ook")])
+            m.add("doorbell_ook_pulses_total", "counter", "Pulses the OOK decoder saw.", Double(o.decoder.counters.pulses))
+            m.add("doorbell_ook_glitches_total", "counter", "Receiver spikes folded by the glitch filter.", Double(o.edges.counters.glitches))
+            m.add("doorbell_ook_words_total", "counter", "Fixed-code words decoded.", Double(o.decoder.counters.words))
+        }
+        m.add("doorbell_observations_total", "counter", "Frames from configured devices.",
+              Double(p.counters.frames - p.counters.unmatchedFrames + o.rf.counters.frames - o.rf.counters.unmatchedFrames))
+        m.add("doorbell_unmatched_frames_total", "counter", "Frames from transmitters not in the config.", Double(p.counters.unmatchedFrames + o.rf.counters.unmatchedFrames))
         for type in EventType.allCases {
             m.add("doorbell_events_total", "counter", "Events created, by type.", Double(c.eventsByType[type.rawValue] ?? 0), labels: [("type", type.rawValue)])
         }
-        m.add("doorbell_presses_suppressed_total", "counter", "Presses within the cooldown, counted but not forwarded.", Double(p.tracker.counters.suppressed))
+        m.add("doorbell_presses_suppressed_total", "counter", "Presses within the cooldown, counted but not forwarded.",
+              Double(p.tracker.counters.suppressed + o.rf.tracker.counters.suppressed))
         if let s = try? outbox.stats() {
             m.add("doorbell_outbox_depth", "gauge", "Events waiting for delivery.", Double(s.depth))
             let age = s.oldestCreatedAtMs.map { max(0, Double(Clocks.wallMicros() / 1000 - $0) / 1000) } ?? 0
@@ -531,8 +606,9 @@ public final class Agent: @unchecked Sendable {
         case "inject": return .single(inject(deviceID: request["device"]?.stringValue ?? ""))
         case "queue": return .single(queueJSON(request))
         case "scan":
-            let heard = pipeline.snapshot.heard.values.sorted { $0.lastSeenWallMicros > $1.lastSeenWallMicros }.map { h -> JSONValue in
-                .object([("radio", .string("rtl433")), ("identity", .string(h.identity)), ("model", .string(h.model)),
+            let all = pipeline.snapshot.heard.values.map { ("rtl433", $0) } + ookPipeline.snapshot.rf.heard.values.map { ("ook", $0) }
+            let heard = all.sorted { $0.1.lastSeenWallMicros > $1.1.lastSeenWallMicros }.map { radio, h -> JSONValue in
+                .object([("radio", .string(radio)), ("identity", .string(h.identity)), ("model", .string(h.model)),
                          ("frames", .number(Double(h.frames))), ("rssi_db", h.rssi.map(JSONValue.number) ?? .null),
                          ("last_seen", .string(RFC3339.format(micros: h.lastSeenWallMicros))),
                          ("device", h.deviceID.map(JSONValue.string) ?? .null), ("match", .string(h.match))])
@@ -576,6 +652,21 @@ public final class Agent: @unchecked Sendable {
                 ("restarts", .number(Double(r.restarts))), ("last_error", r.lastError.map(JSONValue.string) ?? .null),
             ]))
         }
+        let o = ookPipeline.snapshot
+        if let ook = ookRadio, let settings = config.ook {
+            let r = ook.currentStatus
+            if r.state == .missing || r.state == .restarting { problems.append("radio ook \(r.state.rawValue): \(r.lastError ?? "")") }
+            var members: [(String, JSONValue)] = [
+                ("name", .string("ook")), ("source", .string(settings.source.rawValue)), ("state", .string(r.state.rawValue)),
+                ("lines", .number(Double(r.lines))), ("frames", .number(Double(o.rf.counters.frames))),
+                ("unmatched_frames", .number(Double(o.rf.counters.unmatchedFrames))),
+                ("pulses", .number(Double(o.decoder.counters.pulses))), ("glitches", .number(Double(o.edges.counters.glitches))),
+                ("words", .number(Double(o.decoder.counters.words))), ("rejected", .number(Double(o.decoder.counters.rejected))),
+                ("restarts", .number(Double(r.restarts))), ("last_error", r.lastError.map(JSONValue.string) ?? .null),
+            ]
+            if let g = settings.gpio { members.append(("gpio", .string(g.description))) }
+            radios.append(.object(members))
+        }
 
         var outboxJSON: [(String, JSONValue)] = []
         do {
@@ -615,7 +706,7 @@ public final class Agent: @unchecked Sendable {
             ])
         }
 
-        let unknown = p.unknown.values.sorted { $0.frames > $1.frames }.prefix(10).map { u -> JSONValue in
+        let unknown = (Array(p.unknown.values) + Array(o.rf.unknown.values)).sorted { $0.frames > $1.frames }.prefix(10).map { u -> JSONValue in
             .object([("identity", .string(u.identity)), ("model", .string(u.model)), ("frames", .number(Double(u.frames))),
                      ("last_seen", .string(RFC3339.format(micros: u.lastSeenWallMicros)))])
         }
@@ -636,8 +727,8 @@ public final class Agent: @unchecked Sendable {
                                ("now", .string(RFC3339.format(micros: now)))])),
             ("radios", .array(radios)),
             ("events", .object(events)),
-            ("presses", .object([("forwarded", .number(Double(p.tracker.counters.forwarded))),
-                                 ("suppressed", .number(Double(p.tracker.counters.suppressed)))])),
+            ("presses", .object([("forwarded", .number(Double(p.tracker.counters.forwarded + o.rf.tracker.counters.forwarded))),
+                                 ("suppressed", .number(Double(p.tracker.counters.suppressed + o.rf.tracker.counters.suppressed)))])),
             ("unknown_transmitters", .array(Array(unknown))),
             ("outbox", .object(outboxJSON)),
             ("uplink", uplinkJSON),

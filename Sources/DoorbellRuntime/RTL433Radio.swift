@@ -35,17 +35,21 @@ public final class RTL433Radio: @unchecked Sendable {
     /// systemd, which kills the whole cgroup) can stop the orphan that still holds the SDR.
     let pidFile: String?
 
-    public init(settings: RTL433Settings, log: Logger, pidFile: String? = nil, onLine: @escaping @Sendable (String) -> Void) {
+    let name: String
+
+    public init(settings: RTL433Settings, log: Logger, pidFile: String? = nil, name: String = "rtl433",
+                onLine: @escaping @Sendable (String) -> Void) {
         self.settings = settings
+        self.name = name
         self.pidFile = pidFile
         self.log = log
         self.onLine = onLine
-        self.status = Locked(RadioStatus(name: "rtl433"))
+        self.status = Locked(RadioStatus(name: name))
     }
 
     public func start() {
         stopOrphan()
-        startThread(name: "radio-rtl433") { [self] in
+        startThread(name: "radio-" + name) { [self] in
             supervise()
             done.signal()
         }
@@ -66,6 +70,8 @@ public final class RTL433Radio: @unchecked Sendable {
 
     private var isStopping: Bool { stopping.snapshot }
 
+    static let stdbuf = "/usr/bin/stdbuf"
+
     /// An rtl_433 left behind by a killed agent: its agent is gone and it still runs our binary.
     private func stopOrphan() {
         guard let pidFile, let bytes = readFile(pidFile, maxBytes: 64) else { return }
@@ -81,7 +87,7 @@ public final class RTL433Radio: @unchecked Sendable {
         // argv[0] is the program, or the interpreter with the script as argv[1].
         guard args.contains(where: { $0.hasSuffix(binaryName) }) else { return }
         kill(-child, SIGTERM)
-        log.warning("radio.orphan_stopped", [("radio", "rtl433"), ("pid", String(child)),
+        log.warning("radio.orphan_stopped", [("radio", name), ("pid", String(child)),
                                              ("hint", "an rtl_433 from a previous run was still holding the radio")])
     }
 
@@ -93,11 +99,17 @@ public final class RTL433Radio: @unchecked Sendable {
             status.withLock { $0.state = .starting }
             let process: ChildProcess
             do {
-                process = try ChildProcess(program: settings.binary, arguments: settings.arguments)
+                // Live pulse output is written with stdio: line-buffer it, or the end of a burst
+                // would sit in rtl_433's buffer until the next one.
+                if settings.pulseOutput && settings.replay.isEmpty && isReadableFile(Self.stdbuf) {
+                    process = try ChildProcess(program: Self.stdbuf, arguments: ["-oL", settings.binary] + settings.arguments)
+                } else {
+                    process = try ChildProcess(program: settings.binary, arguments: settings.arguments)
+                }
             } catch {
                 let missing = error.code == ENOENT
                 status.withLock { $0.state = missing ? .missing : .restarting; $0.lastError = error.description }
-                log.error("radio.start_failed", [("radio", "rtl433"), ("error", error.description)])
+                log.error("radio.start_failed", [("radio", name), ("error", error.description)])
                 // Half the ceiling at least: a missing binary should not be retried in a tight loop.
                 wake.wait(timeoutMicros: Int64(max(backoff.delay(attempt: attempt, random: &rng), backoff.ceiling(attempt: attempt) / 2)) * 1000)
                 attempt += 1
@@ -107,14 +119,14 @@ public final class RTL433Radio: @unchecked Sendable {
             if let pidFile { _ = try? writeSmallFile(pidFile, "\(process.pid) \(getpid())\n") }
             let started = Clocks.monotonicMicros()
             status.withLock { $0.state = .running; $0.pid = process.pid }
-            log.info("radio.started", [("radio", "rtl433"), ("pid", String(process.pid)), ("argv", ([settings.binary] + settings.arguments).joined(separator: " "))])
+            log.info("radio.started", [("radio", name), ("pid", String(process.pid)), ("argv", ([settings.binary] + settings.arguments).joined(separator: " "))])
 
             let stderrDone = WakeSignal()
             startThread(name: "rtl433-stderr") { [self] in
                 readLines(fd: process.stderrFD) { line in
                     guard !line.isEmpty else { return }
                     status.withLock { $0.lastStderr = line }
-                    log.debug("radio.stderr", [("radio", "rtl433"), ("line", line)])
+                    log.debug("radio.stderr", [("radio", name), ("line", line)])
                 }
                 stderrDone.signal()
             }
@@ -129,7 +141,7 @@ public final class RTL433Radio: @unchecked Sendable {
             if isStopping { break }
             if !settings.replay.isEmpty && exit.code == 0 {
                 status.withLock { $0.state = .finished }
-                log.info("radio.replay_finished", [("radio", "rtl433")])
+                log.info("radio.replay_finished", [("radio", name)])
                 break
             }
             if Clocks.monotonicMicros() - started >= Self.healthyRunMicros { attempt = 0 }
@@ -140,7 +152,7 @@ public final class RTL433Radio: @unchecked Sendable {
                 s.lastError = message
                 return message
             }
-            log.warning("radio.exited", [("radio", "rtl433"), ("error", detail), ("attempt", String(attempt))])
+            log.warning("radio.exited", [("radio", name), ("error", detail), ("attempt", String(attempt))])
             wake.wait(timeoutMicros: Int64(backoff.delay(attempt: attempt, random: &rng)) * 1000)
             attempt += 1
         }

@@ -78,27 +78,31 @@ extension DoorbellAgentCommand {
 
         func run() throws {
             let cfg = try loadConfig(file)
-            print("\(file): OK — gateway \(cfg.gatewayID), \(cfg.devices.count) device(s), radio rtl433 \(cfg.rtl433 == nil ? "off" : "on"), uplink \(cfg.uplink?.url ?? "not configured")")
+            print("\(file): OK — gateway \(cfg.gatewayID), \(cfg.devices.count) device(s), radio rtl433 \(cfg.rtl433 == nil ? "off" : "on"), radio ook \(cfg.ook.map { "on (\($0.source.rawValue))" } ?? "off"), uplink \(cfg.uplink?.url ?? "not configured")")
         }
     }
 
     struct Replay: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Run recorded rtl_433 JSON lines through the decoders and trackers; print events as JSON lines.",
+            abstract: "Run recordings through the decoders and trackers; print events as JSON lines.",
             discussion: """
-            Uses each line's own `time` for the tracker (offsets like "@0.25s" or Unix times), so a
-            recording replays with its real spacing. No network, no outbox. Without --config every
-            decoded transmitter counts as a device.
+            Takes rtl_433 JSON lines (.json/.jsonl: each line's own `time` drives the tracker, so a
+            recording replays with its real spacing) and OOK timelines (.ook rtl_433 pulse data,
+            .vcd value change dumps: the agent's own EV1527/PT2262/rc-switch decoder, as on a GPIO
+            receiver; each event names the protocol, code and time unit). No network, no outbox.
+            Without --config every decoded transmitter counts as a device.
             """)
 
         @Option(name: .long, help: "Config file whose devices and tracker settings to use.")
         var config: String?
 
-        @Argument(help: "rtl_433 JSON line files (rtl_433 -F json output).")
+        @Argument(help: "rtl_433 JSON line files (rtl_433 -F json output), .ook or .vcd timelines.")
         var files: [String]
 
         func run() throws {
             let cfg = try config.map(loadConfig)
+            var ook = OOKPipeline(directory: cfg.map { DeviceDirectory(devices: $0.devices) }, button: cfg?.button ?? ButtonTracker.Settings(),
+                                  decoder: cfg?.ook?.decoder ?? OOKDecoder.Settings(), glitchMicros: Int64(cfg?.ook?.glitchMicros ?? 80))
             var pipeline = RFPipeline(radio: "rtl433", directory: cfg.map { DeviceDirectory(devices: $0.devices) },
                                       settings: cfg?.button ?? ButtonTracker.Settings())
             let startWall = Clocks.wallMicros()
@@ -113,6 +117,30 @@ extension DoorbellAgentCommand {
                 guard let bytes = readFile(file, maxBytes: 256 << 20) else {
                     printError("\(file): cannot read: \(errnoText())")
                     throw ExitCode(66)
+                }
+                if file.hasSuffix(".ook") || file.hasSuffix(".vcd") {
+                    let edges: [VCDEdge]
+                    do { edges = try PulseRecording.edges(fileName: file, text: String(decoding: bytes, as: UTF8.self)) } catch {
+                        printError(error.description)
+                        throw ExitCode(65)
+                    }
+                    func emit(_ events: [AgentEvent], at mono: Int64) {
+                        for event in events {
+                            sequence += 1
+                            let wall = startWall + mono
+                            let id = UUIDv7.make(unixMillis: wall / 1000, random: &rng)
+                            print(String(decoding: event.body(id: id, sequence: sequence, gatewayID: cfg?.gatewayID ?? "replay",
+                                                              agentVersion: AgentVersion.current), as: UTF8.self))
+                        }
+                    }
+                    for e in edges {
+                        let mono = fileStart + e.micros
+                        emit(ook.edge(high: e.high, atMicros: mono, time: ReceiveTime(monoMicros: mono, wallMicros: startWall + mono, clockSynced: true)), at: mono)
+                    }
+                    let end = fileStart + (edges.last?.micros ?? 0) + PulseRecording.leadInMicros
+                    emit(ook.idle(atMicros: end, time: ReceiveTime(monoMicros: end, wallMicros: startWall + end, clockSynced: true)), at: end)
+                    lastTime = end
+                    continue
                 }
                 for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
                     let frameTime: Int64?
@@ -131,6 +159,10 @@ extension DoorbellAgentCommand {
                 }
             }
             let c = pipeline.counters
+            let d = ook.decoder.counters
+            if d.pulses > 0 {
+                printError("replay: OOK \(d.pulses) pulses, \(ook.edges.counters.glitches) glitches folded, \(d.words) words, \(d.codes) confirmed, \(d.rejected) rejected stretches")
+            }
             printError("replay: \(c.lines) lines, \(c.frames) frames, \(c.malformed) malformed, \(c.unmatchedFrames) from unconfigured transmitters, \(sequence) events")
         }
     }
@@ -163,8 +195,11 @@ extension DoorbellAgentCommand {
     struct EncodeOOK: ParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "encode-ook",
-            abstract: "Write an EV1527 button press as rtl_433 pulse data (.ook) to stdout.",
-            discussion: "Test a decoder setup without a transmitter: rtl_433 -c board/common/rtl_433-doorbells.conf -r FILE.ook")
+            abstract: "Write a fixed-code button press as rtl_433 pulse data (.ook) or a pin timeline (.vcd) to stdout.",
+            discussion: """
+            Test a decoder setup without a transmitter: rtl_433 -c board/common/rtl_433-doorbells.conf -r FILE.ook,
+            or doorbell-agent replay FILE.vcd (the GPIO receiver's decoder).
+            """)
 
         @Option(help: "24-bit code, hex (e.g. 0x5A3C91).") var code: String
         @Option(help: "Time unit T in microseconds.") var tUs = 350
@@ -173,6 +208,10 @@ extension DoorbellAgentCommand {
         @Option(help: "Presses, separated by --gap-ms.") var presses = 1
         @Option(help: "Silence between presses, milliseconds.") var gapMs = 5_000
         @Option(help: "Random seed (same seed, same file).") var seed: UInt64 = 1
+        @Option(help: "rc-switch protocol 1-6 (1 = EV1527/PT2262 timing).") var `protocol` = 1
+        @Flag(help: "Sync after the bits, as PT2262 chips send it.") var syncLast = false
+        @Flag(help: "Write a value change dump of the receiver pin (.vcd) instead of rtl_433 pulse data.") var vcd = false
+        @Option(help: "With --vcd: receiver noise spikes per second of silence before and after the press (0 = clean).") var noisePerSecond = 0
 
         func validate() throws {
             guard let v = ConfigLoader.parseCode(code), v >= 0, v < 1 << 24 else { throw ValidationError("--code must be a 24-bit hex code like 0x5A3C91") }
@@ -180,12 +219,16 @@ extension DoorbellAgentCommand {
             guard (1...200).contains(repeats), (0...500).contains(jitterUs), (1...100).contains(presses) else {
                 throw ValidationError("--repeats 1...200, --jitter-us 0...500, --presses 1...100")
             }
+            guard (1...6).contains(`protocol`) else { throw ValidationError("--protocol must be 1...6 (rc-switch's table)") }
+            guard (0...5_000).contains(noisePerSecond) else { throw ValidationError("--noise-per-second must be 0...5000") }
         }
 
         func run() {
             let value = UInt32(ConfigLoader.parseCode(code) ?? 0)
             var rng = SeededRandom(seed: seed)
-            let encoder = EV1527Encoder(timeUnitMicros: tUs, repeats: repeats, jitterMicros: jitterUs)
+            var encoder = EV1527Encoder(timeUnitMicros: tUs, repeats: repeats, jitterMicros: jitterUs)
+            encoder.rcSwitchProtocol = `protocol`
+            encoder.syncFirst = !syncLast
             var pulses: [Pulse] = []
             for i in 0..<presses {
                 var press = encoder.press(code: value, random: &rng)
@@ -193,7 +236,16 @@ extension DoorbellAgentCommand {
                 if i < presses - 1, let last = press.indices.last { press[last].lowMicros = gapMs * 1000 }
                 pulses += press
             }
-            print(OOKPulseFile.write(pulses, comment: "doorbell-agent encode-ook --code \(code) --t-us \(tUs) --repeats \(repeats) --jitter-us \(jitterUs) --presses \(presses) --seed \(seed)"), terminator: "")
+            var command = "doorbell-agent encode-ook --code \(code) --t-us \(tUs) --repeats \(repeats) --jitter-us \(jitterUs) --presses \(presses) --seed \(seed)"
+            if `protocol` != 1 { command += " --protocol \(`protocol`)" }
+            if syncLast { command += " --sync-last" }
+            if vcd {
+                if noisePerSecond > 0 { command += " --noise-per-second \(noisePerSecond)" }
+                let edges = VCDTimeline.withNoise(PulseRecording.edges(pulses: pulses), spikesPerSecond: noisePerSecond, random: &rng)
+                print(VCDTimeline.write(edges, comment: command + " --vcd"), terminator: "")
+            } else {
+                print(OOKPulseFile.write(pulses, comment: command), terminator: "")
+            }
         }
     }
 

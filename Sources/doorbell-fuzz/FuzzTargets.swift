@@ -8,7 +8,7 @@ import DoorbellCore
 //   crash found so far), which `make test` does as a regression test.
 
 enum FuzzTarget: String, CaseIterable {
-    case json, rtl433, config, control
+    case json, rtl433, config, control, pulses, ooktext, vcd
 
     func run(_ bytes: [UInt8]) {
         switch self {
@@ -27,6 +27,42 @@ enum FuzzTarget: String, CaseIterable {
                 t += 10_000
                 for event in pipeline.handle(line: line, at: ReceiveTime(monoMicros: t, wallMicros: t, clockSynced: true)) {
                     _ = event.body(id: "x", sequence: 1, gatewayID: "gw", agentVersion: "0")
+                }
+            }
+        case .pulses:
+            // Bytes as (high, low) pairs of little-endian UInt16 µs: the decoder must be total,
+            // and a code only ever follows a word it decoded.
+            var decoder = OOKDecoder()
+            var pipeline = OOKPipeline(directory: nil, button: ButtonTracker.Settings())
+            var t: Int64 = 0
+            var i = 0
+            while i + 3 < bytes.count {
+                let high = Int(bytes[i]) | Int(bytes[i + 1]) << 8
+                let low = Int(bytes[i + 2]) | Int(bytes[i + 3]) << 8
+                i += 4
+                let before = decoder.counters.words
+                if let code = decoder.feed(Pulse(high: high, low: low)) {
+                    precondition(decoder.counters.words > before, "a code without a word")
+                    precondition(code.bits == 24 && code.code < 1 << 24, "code wider than its bits")
+                }
+                let time = ReceiveTime(monoMicros: t, wallMicros: t, clockSynced: true)
+                _ = pipeline.edge(high: true, atMicros: t, time: time)
+                t += Int64(high)
+                _ = pipeline.edge(high: false, atMicros: t, time: time)
+                t += Int64(low)
+            }
+        case .ooktext:
+            let (pulses, _) = OOKPulseTextReader.pulses(text: String(decoding: bytes, as: UTF8.self))
+            var decoder = OOKDecoder()
+            for p in pulses { _ = decoder.feed(p) }
+        case .vcd:
+            if let edges = try? VCDTimeline.edges(text: String(decoding: bytes, as: UTF8.self)) {
+                var pipeline = OOKPipeline(directory: nil, button: ButtonTracker.Settings())
+                var last: Int64 = .min
+                for e in edges {
+                    precondition(e.micros >= last, "VCD edges out of order")
+                    last = e.micros
+                    _ = pipeline.edge(high: e.high, atMicros: e.micros, time: ReceiveTime(monoMicros: e.micros, wallMicros: e.micros, clockSynced: true))
                 }
             }
         case .config:

@@ -90,6 +90,28 @@ import Testing
              expected: "uplink.client_key_file: client_cert_file and client_key_file go together"),
         Case(name: "bad proxy", toml: base + "\n[uplink]\nurl = \"https://x/events\"\nproxy = \"proxy:3128\"\n",
              expected: "uplink.proxy: must start with http://"),
+        Case(name: "ook without source", toml: "gateway_id = \"gw\"\n[radio.ook]\nchip = \"pinctrl-bcm2711\"\nline = 27\n",
+             expected: "radio.ook.source: is required"),
+        Case(name: "ook unknown source", toml: "gateway_id = \"gw\"\n[radio.ook]\nsource = \"sdr\"\n",
+             expected: "radio.ook.source: unknown source \"sdr\"; use \"gpio\", \"rtl433\", \"replay\""),
+        Case(name: "gpio without line", toml: "gateway_id = \"gw\"\n[radio.ook]\nsource = \"gpio\"\nchip = \"pinctrl-rp1\"\n",
+             expected: "radio.ook.line: is required: the line offset of the receiver's data pin"),
+        Case(name: "gpio without chip", toml: "gateway_id = \"gw\"\n[radio.ook]\nsource = \"gpio\"\nline = 27\n",
+             expected: "radio.ook.chip: is required: the GPIO chip's label"),
+        Case(name: "unknown rc-switch protocol", toml: "gateway_id = \"gw\"\n[radio.ook]\nsource = \"gpio\"\nchip = \"c\"\nline = 1\nprotocols = [1, 9]\n",
+             expected: "radio.ook.protocols: unknown protocol 9"),
+        Case(name: "replay of a cu8 as timeline", toml: "gateway_id = \"gw\"\n[radio.ook]\nsource = \"replay\"\nreplay = [\"a.cu8\"]\n",
+             expected: "source = \"replay\" plays .ook or .vcd timelines"),
+        Case(name: "pulse mode decoder flags", toml: "gateway_id = \"gw\"\n[radio.ook]\nsource = \"rtl433\"\nrtl433_args = [\"-R\", \"30\"]\n",
+             expected: "radio.ook.rtl433_args: must not contain -R"),
+        Case(name: "one SDR twice", toml: base + "\n[radio.ook]\nsource = \"rtl433\"\n",
+             expected: "radio.ook: [radio.rtl433] and [radio.ook] source = \"rtl433\" would open the same SDR"),
+        Case(name: "device on an unknown radio", toml: base + "\n[[device]]\nid = \"a\"\nradio = \"gpio\"\nmatch = { code = 1 }\n",
+             expected: "device[0].radio: unknown radio \"gpio\"; this agent knows: rtl433, ook"),
+        Case(name: "action without exec or pulse", toml: base + "\n[[action]]\nname = \"chime\"\n",
+             expected: "action[0].exec: or gpio_pulse is required"),
+        Case(name: "gpio pulse without chip", toml: base + "\n[[action]]\ngpio_pulse = { line = 17 }\n",
+             expected: "action[0].gpio_pulse.chip: is required"),
         Case(name: "no signing key", toml: base + "\n[uplink]\nurl = \"https://x/events\"\nsign_ed25519 = false\n",
              expected: "uplink: no signing key"),
     ]
@@ -103,6 +125,38 @@ import Testing
             #expect(error.issues.count == 1, "\(error.description)")
             #expect(error.description.contains(c.expected), "\(error.description)")
         }
+    }
+
+    @Test func anOOKReceiverOnAPinWithAChimeRelay() throws {
+        let toml = """
+        gateway_id = "gw"
+        [radio.ook]
+        source = "gpio"
+        chip = "pinctrl-rp1"
+        line = 27
+        glitch_us = 100
+        protocols = [1, 2]
+        [[device]]
+        id = "front-door"
+        match = { code = "0x91568F" }
+        [[action]]
+        name = "chime"
+        gpio_pulse = { chip = "pinctrl-rp1", line = 17, active_low = true, duration_ms = 250 }
+        """
+        let c = try ConfigLoader.parse(text: toml, file: "/etc/doorbell-agent/agent.toml")
+        #expect(c.ook?.source == .gpio)
+        #expect(c.ook?.gpio == GPIOLineRef(chip: "pinctrl-rp1", line: 27))
+        #expect(c.ook?.glitchMicros == 100)
+        #expect(c.ook?.decoder.protocols == [1, 2])
+        #expect(c.devices.first?.radio == "ook", "the one radio configured is the default")
+        #expect(c.actions.first?.gpioPulse == GPIOPulseSettings(line: GPIOLineRef(chip: "pinctrl-rp1", line: 17, activeLow: true), durationMs: 250))
+        #expect(c.actions.first?.exec == [])
+    }
+
+    @Test func pulseModeRunsRTL433WithoutDecoders() throws {
+        let toml = "gateway_id = \"gw\"\n[radio.ook]\nsource = \"rtl433\"\nrtl433_args = [\"-d\", \"1\"]\nreplay = [\"x.cu8\"]\n"
+        let c = try ConfigLoader.parse(text: toml, file: "/b/agent.toml")
+        #expect(c.ook?.rtl433.arguments == ["-R", "0", "-w", "OOK:-", "-d", "1", "-r", "/b/x.cu8"])
     }
 
     @Test func missingFilesAreReported() {
@@ -138,5 +192,43 @@ import Testing
     func relativePathsResolveAgainstTheConfigFolder(file: String, value: String, expected: String) throws {
         let c = try ConfigLoader.parse(text: "gateway_id = \"gw\"\n[paths]\nstate_dir = \"\(value)\"\n", file: file)
         #expect(c.paths.stateDir == expected)
+    }
+}
+
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// Every board profile is a config the agent accepts as shipped.
+@Suite struct BoardProfileTests {
+    static let boardDir: String = {
+        let here = #filePath
+        return String(here[..<(here.range(of: "/Tests/")?.lowerBound ?? here.endIndex)]) + "/board"
+    }()
+
+    static func boards() -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: boardDir)) ?? []).filter {
+            FileManager.default.fileExists(atPath: boardDir + "/" + $0 + "/agent.toml")
+        }.sorted()
+    }
+
+    @Test func theBoardsTheIssueNamesExist() {
+        #expect(Set(Self.boards()).isSuperset(of: ["raspberrypi-zero-2w", "raspberrypi-3", "raspberrypi-4", "raspberrypi-5", "generic-arm64", "sim"]))
+    }
+
+    @Test(arguments: boards())
+    func boardConfigLoads(board: String) throws {
+        let path = Self.boardDir + "/" + board + "/agent.toml"
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        let c = try ConfigLoader.parse(text: text, file: path)
+        #expect(c.ook != nil || c.rtl433 != nil, "\(board) has no radio")
+        if board.hasPrefix("raspberrypi-") {
+            #expect(c.ook?.source == .gpio)
+            #expect(c.ook?.gpio?.chip.hasPrefix("pinctrl-") == true)
+            #expect(c.actions.first?.gpioPulse != nil, "\(board): the chime relay")
+        }
+        #expect(FileManager.default.fileExists(atPath: Self.boardDir + "/" + board + "/README.md"))
     }
 }

@@ -1,0 +1,175 @@
+import DoorbellCore
+import Glibc
+
+// The OOK radio: a 433 MHz receiver module on a GPIO pin, rtl_433 in pulse mode, or recorded
+// timelines. Whatever the source, it hands edges (or pulses) to the agent's OOKPipeline; the
+// decoding is pure code. A pin that cannot be opened is a clear status and a retry, not a crash.
+
+public enum OOKRadioInput: Sendable {
+    /// A level change; `micros` is on the tracker's monotonic clock (kernel edge time, or the
+    /// replay's timeline placed after the agent's start).
+    case edge(high: Bool, micros: Int64)
+    /// The line has been quiet until `micros`.
+    case idle(micros: Int64)
+    /// A pulse rtl_433 demodulated, received now.
+    case pulse(Pulse, rssi: Double?)
+}
+
+public final class OOKRadio: @unchecked Sendable {
+    let settings: OOKRadioSettings
+    let log: Logger
+    let sink: @Sendable (OOKRadioInput) -> Void
+    public let status = Locked(RadioStatus(name: "ook"))
+    private let stopping = Locked(false)
+    private let done = WakeSignal()
+    private var stopPipe: [Int32] = [-1, -1]
+    /// rtl_433 in pulse mode is supervised like the JSON radio.
+    private var sdr: RTL433Radio?
+    private let textReader = Locked(OOKPulseTextReader())
+
+    /// Replayed recordings are spaced this far apart on the timeline, so presses in different
+    /// files never merge and no cooldown applies.
+    static let replayFileGapMicros: Int64 = 60_000_000
+    /// How long the line must be quiet before the last pulse of a burst is complete.
+    static let idleMicros: Int64 = 50_000
+
+    public init(settings: OOKRadioSettings, log: Logger, pidFile: String?, sink: @escaping @Sendable (OOKRadioInput) -> Void) {
+        self.settings = settings
+        self.log = log
+        self.sink = sink
+        if settings.source == .rtl433 {
+            sdr = RTL433Radio(settings: settings.rtl433, log: log, pidFile: pidFile, name: "ook") { [textReader, log] line in
+                let (parsed, rssi) = textReader.withLock { r in (r.read(line: line), r.packageRSSI) }
+                switch parsed {
+                case let .pulse(p): sink(.pulse(p, rssi: rssi))
+                case let .malformed(reason): log.warning("ook.bad_pulse_line", [("error", reason)])
+                default: break
+                }
+            }
+        }
+    }
+
+    public var currentStatus: RadioStatus {
+        if let sdr { return sdr.status.snapshot }
+        return status.snapshot
+    }
+
+    public func start() {
+        if let sdr { sdr.start(); return }
+        _ = pipe(&stopPipe)
+        for fd in stopPipe where fd >= 0 { setCloseOnExec(fd) }
+        switch settings.source {
+        case .gpio: startThread(name: "radio-gpio") { [self] in runGPIO(); done.signal() }
+        case .replay: startThread(name: "radio-replay") { [self] in runReplay(); done.signal() }
+        case .rtl433: break
+        }
+    }
+
+    public func stop(graceMicros: Int64 = 2_000_000) {
+        if let sdr { sdr.stop(graceMicros: graceMicros); return }
+        stopping.withLock { $0 = true }
+        if stopPipe[1] >= 0 { var b: UInt8 = 1; _ = write(stopPipe[1], &b, 1) }
+        done.wait(timeoutMicros: graceMicros)
+        status.withLock { $0.state = .stopped }
+        for fd in stopPipe where fd >= 0 { close(fd) }
+        stopPipe = [-1, -1]
+    }
+
+    private var isStopping: Bool { stopping.snapshot }
+
+    /// Sleeps until the stop pipe is written or the timeout passes; true when stopping.
+    private func pause(micros: Int64) -> Bool {
+        var p = pollfd(fd: stopPipe[0], events: Int16(POLLIN), revents: 0)
+        _ = poll(&p, 1, Int32(clamping: micros / 1000))
+        return isStopping
+    }
+
+    // MARK: GPIO
+
+    private func runGPIO() {
+        guard let ref = settings.gpio else { return }
+        let backoff = FullJitterBackoff(initialMillis: 1_000, capMillis: 60_000)
+        var rng = SystemRandomNumberGenerator()
+        var attempt = 0
+        var lastLogged: String?
+        while !isStopping {
+            status.withLock { $0.state = .starting }
+            let reader: GPIOEdgeReader
+            do {
+                reader = try GPIOEdgeReader(ref)
+            } catch {
+                let message = error.description
+                status.withLock { $0.state = .missing; $0.lastError = message }
+                // The same failure every minute would drown the journal: say it once, then on change.
+                if message != lastLogged { log.error("radio.gpio_unavailable", [("radio", "ook"), ("line", ref.description), ("error", message)]) }
+                lastLogged = message
+                if pause(micros: Int64(max(backoff.delay(attempt: attempt, random: &rng), 1_000)) * 1000) { break }
+                attempt += 1
+                continue
+            }
+            attempt = 0
+            lastLogged = nil
+            status.withLock { $0.state = .running; $0.lastError = nil }
+            log.info("radio.started", [("radio", "ook"), ("source", "gpio"), ("line", ref.description)])
+            sink(.edge(high: reader.initialHigh, micros: Clocks.monotonicMicros()))
+            var quietPending = false
+            var lastEdge: Int64 = 0
+            while !isStopping {
+                var fds = [pollfd(fd: reader.fd, events: Int16(POLLIN), revents: 0),
+                           pollfd(fd: stopPipe[0], events: Int16(POLLIN), revents: 0)]
+                // Block without a timeout while nothing is pending: an idle radio costs no CPU.
+                let timeout: Int32 = quietPending ? Int32(Self.idleMicros / 1000) + 1 : -1
+                let n = poll(&fds, 2, timeout)
+                if n < 0 && errno == EINTR { continue }
+                if isStopping { break }
+                if n == 0 {
+                    sink(.idle(micros: max(Clocks.monotonicMicros(), lastEdge + Self.idleMicros)))
+                    quietPending = false
+                    continue
+                }
+                do {
+                    let edges = try reader.read()
+                    status.withLock { $0.lines += edges.count }
+                    for e in edges { sink(.edge(high: e.high, micros: e.micros)) }
+                    if let last = edges.last { lastEdge = last.micros; quietPending = !last.high }
+                } catch {
+                    status.withLock { $0.state = .restarting; $0.lastError = error.description; $0.restarts += 1 }
+                    log.error("radio.gpio_failed", [("radio", "ook"), ("error", error.description)])
+                    break
+                }
+            }
+        }
+    }
+
+    // MARK: Replay
+
+    private func runReplay() {
+        status.withLock { $0.state = .running }
+        var base = Clocks.monotonicMicros()
+        for file in settings.replay {
+            if isStopping { return }
+            guard let bytes = readFile(file, maxBytes: 256 << 20) else {
+                let message = "\(file): cannot read: \(errnoText())"
+                status.withLock { $0.lastError = message }
+                log.error("radio.replay_failed", [("radio", "ook"), ("error", message)])
+                continue
+            }
+            let edges: [VCDEdge]
+            do {
+                edges = try PulseRecording.edges(fileName: file, text: String(decoding: bytes, as: UTF8.self))
+            } catch {
+                status.withLock { $0.lastError = error.description }
+                log.error("radio.replay_failed", [("radio", "ook"), ("error", error.description)])
+                continue
+            }
+            for e in edges { sink(.edge(high: e.high, micros: base + e.micros)) }
+            let end = base + (edges.last?.micros ?? 0) + PulseRecording.leadInMicros
+            sink(.idle(micros: end))
+            status.withLock { $0.lines += edges.count }
+            log.info("radio.replayed", [("radio", "ook"), ("file", file), ("edges", String(edges.count))])
+            base = end + Self.replayFileGapMicros
+        }
+        status.withLock { $0.state = .finished }
+        log.info("radio.replay_finished", [("radio", "ook")])
+    }
+}
