@@ -53,8 +53,9 @@ echo "demo: agent replaying board/sim/recordings/front-door.ook (rtl_433) and ba
 delivered=""
 for _ in $(seq 1 300); do
   status=$("$agentctl" status --json --socket "$work/control.sock" 2>/dev/null || true)
-  finished=$(grep -o '"state":"finished"' <<<"$status" | wc -l)
-  if [[ "$finished" -ge 2 && "$status" == *'"depth":0'* ]] && [ "$(grep -c '^EVENT ' "$work/cloud.log")" -ge 2 ]; then
+  finished=$(grep -o '"state":"finished"' <<<"$status" | wc -l || true)
+  events=$(grep -c '^EVENT ' "$work/cloud.log" || true)
+  if [[ "$finished" -ge 2 && "$status" == *'"depth":0'* && "$events" -ge 2 ]]; then
     delivered=yes; break
   fi
   sleep 0.1

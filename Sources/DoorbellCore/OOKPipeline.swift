@@ -5,6 +5,9 @@ public struct OOKPipeline: Sendable {
     public private(set) var edges: EdgePulseAssembler
     public private(set) var decoder: OOKDecoder
     public private(set) var rf: RFPipeline
+    /// While set, every pulse is kept in `recorded` for `agentctl capture` (drained by the caller).
+    public var recordPulses = false
+    public var recorded: [Pulse] = []
     /// The latest time the tracker saw; a replay runs ahead of the real clock.
     private var lastMonoMicros: Int64 = .min
 
@@ -40,6 +43,7 @@ public struct OOKPipeline: Sendable {
     /// A pulse from a source that demodulates itself (rtl_433's pulse output).
     public mutating func handle(pulse: Pulse, time: ReceiveTime, rssi: Double? = nil) -> [AgentEvent] {
         lastMonoMicros = max(lastMonoMicros, time.monoMicros)
+        if recordPulses && recorded.count < 1_000_000 { recorded.append(pulse) }
         guard let code = decoder.feed(pulse) else { return [] }
         return rf.handle(frame: Self.frame(code, rssi: rssi), at: time)
     }

@@ -247,7 +247,11 @@ public final class Agent: @unchecked Sendable {
         let now = Clocks.monotonicMicros()
         let wall = Clocks.wallMicros()
         let synced = Clocks.isWallClockSynchronized(config.clock)
+        let capturing = rawFeed.hasFollowers
+        var captured: [Pulse] = []
         let events = ookPipeline.withLock { p -> [AgentEvent] in
+            p.recordPulses = capturing
+            defer { if capturing { captured = p.recorded; p.recorded.removeAll(keepingCapacity: true) } }
             switch input {
             case let .edge(high, micros):
                 return p.edge(high: high, atMicros: micros, time: ReceiveTime(monoMicros: micros, wallMicros: wall, clockSynced: synced))
@@ -257,7 +261,7 @@ public final class Agent: @unchecked Sendable {
                 return p.handle(pulse: pulse, time: ReceiveTime(monoMicros: now, wallMicros: wall, clockSynced: synced), rssi: rssi)
             }
         }
-        if rawFeed.hasFollowers, case let .pulse(p, _) = input {
+        for p in captured {
             rawFeed.publish(.object([("radio", .string("ook")), ("pulse", .array([.number(Double(p.highMicros)), .number(Double(p.lowMicros))]))]))
         }
         for var event in events {

@@ -181,7 +181,7 @@ extension AgentctlCommand {
             func snapshot() throws -> [String: JSONValue] {
                 var out: [String: JSONValue] = [:]
                 if case let .array(list)? = try ask(options, "scan")["transmitters"] {
-                    for t in list { if let id = t["identity"]?.stringValue { out[id] = t } }
+                    for t in list { if let id = t["identity"]?.stringValue { out[(t["radio"]?.stringValue ?? "") + "/" + id] = t } }
                 }
                 return out
             }
@@ -194,7 +194,7 @@ extension AgentctlCommand {
             let rows = after.values.sorted { ($0["last_seen"]?.stringValue ?? "") > ($1["last_seen"]?.stringValue ?? "") }
             if options.json {
                 print(JSONWriter.string(.array(rows.map { t in
-                    let id = t["identity"]?.stringValue ?? ""
+                    let id = (t["radio"]?.stringValue ?? "") + "/" + (t["identity"]?.stringValue ?? "")
                     let delta = Double((t["frames"]?.intValue ?? 0) - (before[id]?["frames"]?.intValue ?? 0))
                     guard case var .object(m) = t else { return t }
                     m.append(("frames_per_s", .number(seconds > 0 ? delta / Double(seconds) : 0)))
@@ -205,13 +205,14 @@ extension AgentctlCommand {
             if rows.isEmpty { print("nothing heard yet (since the agent started)") }
             for t in rows {
                 let id = t["identity"]?.stringValue ?? ""
-                let delta = (t["frames"]?.intValue ?? 0) - (before[id]?["frames"]?.intValue ?? 0)
+                let radio = t["radio"]?.stringValue ?? "rtl433"
+                let delta = (t["frames"]?.intValue ?? 0) - (before[radio + "/" + id]?["frames"]?.intValue ?? 0)
                 let rate = seconds > 0 ? String(format1(Double(delta) / Double(seconds))) : "-"
                 let rssi = t["rssi_db"]?.doubleValue.map { String(format1($0)) + " dB" } ?? "-"
                 let who = t["device"]?.stringValue.map { "device \($0)" } ?? "NOT CONFIGURED"
-                print("\(id)  \(t["model"]?.stringValue ?? "")  rssi \(rssi)  \(rate) frames/s  last \(t["last_seen"]?.stringValue ?? "-")  \(who)")
+                print("\(radio) \(id)  \(t["model"]?.stringValue ?? "")  rssi \(rssi)  \(rate) frames/s  last \(t["last_seen"]?.stringValue ?? "-")  \(who)")
                 if t["device"] == .null {
-                    print("    [[device]]\n    id = \"rf-\(id.replacingOccurrences(of: "=", with: "-").replacingOccurrences(of: ",", with: "-"))\"\n    name = \"...\"\n    radio = \"rtl433\"\n    match = \(t["match"]?.stringValue ?? "{ }")")
+                    print("    [[device]]\n    id = \"rf-\(id.replacingOccurrences(of: "=", with: "-").replacingOccurrences(of: ",", with: "-"))\"\n    name = \"...\"\n    radio = \"\(radio)\"\n    match = \(t["match"]?.stringValue ?? "{ }")")
                 }
             }
         }
@@ -221,7 +222,7 @@ extension AgentctlCommand {
 
     struct Capture: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Record what the radios deliver for N seconds into FILE (rtl_433 JSON lines: replay it with doorbell-agent replay FILE).")
+            abstract: "Record what the radios deliver for N seconds into FILE: rtl_433 JSON lines, and the OOK radio's pulses as FILE.ook (replay either with doorbell-agent replay).")
         @OptionGroup var options: SocketOptions
         @Option(help: "How long to record.") var seconds = 30
         @Option(help: "Output file.") var out: String
@@ -239,11 +240,14 @@ extension AgentctlCommand {
             defer { close(fd) }
             let deadline = Clocks.monotonicMicros() + Int64(seconds) * 1_000_000
             var lines = 0
+            var pulses: [Pulse] = []
             do {
                 // A quiet air sends nothing: check the deadline every second anyway.
                 try ControlClient.stream(path: options.socket, .object([("command", .string("capture"))]), idleSeconds: 1,
                                          onIdle: { Clocks.monotonicMicros() < deadline }) { value in
-                    if let line = value["line"]?.stringValue {
+                    if case let .array(p)? = value["pulse"], p.count == 2, let h = p[0].intValue, let l = p[1].intValue, pulses.count < 2_000_000 {
+                        pulses.append(Pulse(high: Int(h), low: Int(l)))
+                    } else if let line = value["line"]?.stringValue {
                         var bytes = Array(line.utf8)
                         bytes.append(0x0A)
                         _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
@@ -255,7 +259,16 @@ extension AgentctlCommand {
                 FileHandleErr.write("agentctl: \(error.description)")
                 throw ExitCode(69)
             }
-            print("captured \(lines) line(s) in \(seconds) s to \(out)")
+            if !pulses.isEmpty {
+                let ookPath = out.hasSuffix(".ook") ? out : out + ".ook"
+                if ookPath == out { ftruncate(fd, 0) }
+                guard (try? writeSmallFile(ookPath, OOKPulseFile.write(pulses, comment: "agentctl capture, \(seconds) s"))) != nil else {
+                    FileHandleErr.write("agentctl: cannot write \(ookPath): \(errnoText())")
+                    throw ExitCode(73)
+                }
+                print("captured \(pulses.count) OOK pulse(s) in \(seconds) s to \(ookPath)")
+            }
+            if lines > 0 || pulses.isEmpty { print("captured \(lines) line(s) in \(seconds) s to \(out)") }
         }
     }
 
@@ -348,7 +361,12 @@ enum StatusTable {
         rows.append(("clock", s["clock"]?["synchronized"]?.boolValue == true ? "synchronized" : "NOT synchronized (events are marked clock_synced=false)"))
         if case let .array(radios)? = s["radios"] {
             for r in radios {
-                rows.append(("radio \(text(r["name"]))", "\(text(r["state"])): \(text(r["lines"])) lines, \(text(r["frames"])) frames, \(text(r["malformed"])) malformed, \(text(r["unmatched_frames"])) unmatched, \(text(r["restarts"])) restarts"))
+                if r["name"]?.stringValue == "ook" {
+                    let pin = r["gpio"]?.stringValue.map { " on \($0)" } ?? ""
+                    rows.append(("radio ook", "\(text(r["state"])) (\(text(r["source"]))\(pin)): \(text(r["pulses"])) pulses, \(text(r["glitches"])) glitches, \(text(r["words"])) words, \(text(r["frames"])) codes, \(text(r["unmatched_frames"])) unmatched, \(text(r["restarts"])) restarts"))
+                } else {
+                    rows.append(("radio \(text(r["name"]))", "\(text(r["state"])): \(text(r["lines"])) lines, \(text(r["frames"])) frames, \(text(r["malformed"])) malformed, \(text(r["unmatched_frames"])) unmatched, \(text(r["restarts"])) restarts"))
+                }
                 if r["last_error"] != .null { rows.append(("  last error", text(r["last_error"]))) }
             }
         }

@@ -113,6 +113,44 @@ final class OOKRadioTests: XCTestCase {
         XCTAssertEqual(presses.compactMap { $0["device"]?["id"]?.stringValue }.sorted(), ["door-bell", "pir", "remote-arm"], agent.stderr.suffix(3000).description)
     }
 
+    func testCapturedPulsesReplayToTheSamePress() throws {
+        try requireRecordings()
+        let dir = try TempDir()
+        let socket = dir.file("control.sock")
+        // A stand-in for rtl_433 in pulse mode: the same press every 4 s (past the cooldown), so
+        // any capture window of 6 s holds at least one whole press whatever the machine's speed.
+        let ook = Paths.recordings + "/flipper__Surfou_wireless_doorbell.ook"
+        let fake = try dir.write("fake-rtl433.sh", "#!/bin/sh\nfor i in $(seq 1 150); do cat \(ook); sleep 4; done\n")
+        chmod(fake, 0o755)
+        let config = try dir.write("agent.toml", """
+        \(agentHeader(dir, socket: socket))
+        [clock]
+        require_sync = false
+        [radio.ook]
+        source = "rtl433"
+        rtl433_binary = "\(fake)"
+        [[device]]
+        id = "surfou"
+        match = { code = "0x04CDF8" }
+        """)
+        let agent = try startAgent(dir, config: config, socket: socket)
+        defer { agent.stop() }
+        let out = dir.file("capture.ook")
+        let r = try runCommand(Paths.agentctlBinary, ["capture", "--seconds", "6", "--out", out, "--socket", socket])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        XCTAssertTrue(r.stdout.contains("OOK pulse(s)"), r.stdout)
+        XCTAssertGreaterThanOrEqual(agentStatus(socket)?["events"]?["doorbell.pressed"]?.intValue ?? 0, 1, agent.stderr.suffix(2000).description)
+
+        // The capture replays to the same bell, with the same decode (the presses in it sit
+        // back to back: pulse data keeps no silences longer than rtl_433's package timeout).
+        let replay = try runCommand(Paths.agentBinary, ["replay", out])
+        XCTAssertEqual(replay.status, 0, replay.stderr)
+        let events = replay.stdout.split(separator: "\n").compactMap { try? JSONReader.parse(String($0)) }
+        let codes = events.filter { $0["type"]?.stringValue == "doorbell.pressed" }.compactMap { $0["data"]?["code"]?.stringValue }
+        XCTAssertFalse(codes.isEmpty, replay.stderr)
+        XCTAssertEqual(Set(codes), ["04cdf8"])
+    }
+
     func testAMissingGPIOChipIsAClearStatusAndTheChimeFailureShows() throws {
         try requireFile(Paths.agentBinary, "doorbell-agent")
         if !GPIO.chips().isEmpty { throw XCTSkip("SKIPPED: this machine has GPIO chips; the test needs a chip label that does not exist") }
