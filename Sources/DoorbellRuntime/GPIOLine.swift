@@ -73,6 +73,20 @@ public enum GPIO {
         return line
     }
 
+    /// Opens the chip, takes the line with `request` (a libgpiod request call), and closes the
+    /// chip again when anything fails, so a retry loop leaks no descriptors.
+    static func request(_ ref: GPIOLineRef, _ request: (OpaquePointer) -> Int32) throws(GPIOError) -> (OpaquePointer, OpaquePointer) {
+        let chip = try openChip(ref.chip)
+        do throws(GPIOError) {
+            let line = try line(chip, ref)
+            guard request(line) == 0 else { throw requestFailed(line, ref, errno: errno) }
+            return (chip, line)
+        } catch {
+            gpiod_chip_close(chip)
+            throw error
+        }
+    }
+
     static func requestFailed(_ line: OpaquePointer, _ ref: GPIOLineRef, errno e: Int32) -> GPIOError {
         if e == EBUSY {
             _ = gpiod_line_update(line)
@@ -98,18 +112,7 @@ public final class GPIOEdgeReader: @unchecked Sendable {
 
     public init(_ ref: GPIOLineRef) throws(GPIOError) {
         self.ref = ref
-        let chip = try GPIO.openChip(ref.chip)
-        do throws(GPIOError) {
-            let line = try GPIO.line(chip, ref)
-            guard gpiod_line_request_both_edges_events(line, GPIO.consumer) == 0 else {
-                throw GPIO.requestFailed(line, ref, errno: errno)
-            }
-            self.chip = chip
-            self.line = line
-        } catch {
-            gpiod_chip_close(chip)
-            throw error
-        }
+        (chip, line) = try GPIO.request(ref) { gpiod_line_request_both_edges_events($0, GPIO.consumer) }
         fd = gpiod_line_event_get_fd(line)
         initialHigh = (gpiod_line_get_value(line) == 1) != ref.activeLow
     }
@@ -144,18 +147,7 @@ public final class GPIOOutputLine: @unchecked Sendable {
 
     public init(_ ref: GPIOLineRef) throws(GPIOError) {
         self.ref = ref
-        let chip = try GPIO.openChip(ref.chip)
-        do throws(GPIOError) {
-            let line = try GPIO.line(chip, ref)
-            guard gpiod_line_request_output(line, GPIO.consumer, ref.activeLow ? 1 : 0) == 0 else {
-                throw GPIO.requestFailed(line, ref, errno: errno)
-            }
-            self.chip = chip
-            self.line = line
-        } catch {
-            gpiod_chip_close(chip)
-            throw error
-        }
+        (chip, line) = try GPIO.request(ref) { gpiod_line_request_output($0, GPIO.consumer, ref.activeLow ? 1 : 0) }
     }
 
     deinit {

@@ -31,6 +31,18 @@ final class OOKRadioTests: XCTestCase {
         Self.bells.map { "[[device]]\nid = \"\($0.id)\"\nradio = \"\(radio)\"\nmatch = { code = \"\($0.code)\" }\n" }.joined(separator: "\n")
     }
 
+    /// The `ook` entry of the agent's status radios.
+    func ookStatus(_ socket: String) -> JSONValue? {
+        agentStatus(socket)?["radios"]?.arrayValues?.first { $0["name"]?.stringValue == "ook" }
+    }
+
+    /// Waits until the OOK radio has played everything and the outbox is empty.
+    func waitReplayedAndDelivered(_ socket: String, file: StaticString = #filePath, line: UInt = #line) {
+        eventually(60, "OOK radio finished and outbox drained", file: file, line: line) {
+            ookStatus(socket)?["state"]?.stringValue == "finished" && agentStatus(socket)?["outbox"]?["depth"]?.intValue == 0
+        }
+    }
+
     func bodies(_ receiver: ScriptedReceiver) -> [JSONValue] {
         receiver.requests.compactMap { try? JSONReader.parse($0["body"]?.stringValue ?? "") }
     }
@@ -55,10 +67,7 @@ final class OOKRadioTests: XCTestCase {
         let agent = try startAgent(dir, config: config, socket: socket)
         defer { agent.stop() }
 
-        eventually(60, "replay finished and outbox drained") {
-            guard let s = agentStatus(socket), let ook = s["radios"]?.arrayValues?.first(where: { $0["name"]?.stringValue == "ook" }) else { return false }
-            return ook["state"]?.stringValue == "finished" && s["outbox"]?["depth"]?.intValue == 0
-        }
+        waitReplayedAndDelivered(socket)
         let presses = bodies(receiver).filter { $0["type"]?.stringValue == "doorbell.pressed" }
         var perDevice: [String: Int] = [:]
         for p in presses { perDevice[p["device"]?["id"]?.stringValue ?? "?", default: 0] += 1 }
@@ -81,7 +90,7 @@ final class OOKRadioTests: XCTestCase {
         XCTAssertEqual(rang.sorted(), ["door-bell", "door-bell", "doorbell2", "ge-chime", "pir", "remote-arm", "remote-disarm", "surfou"])
 
         let status = agentStatus(socket)
-        let ook = status?["radios"]?.arrayValues?.first { $0["name"]?.stringValue == "ook" }
+        let ook = ookStatus(socket)
         XCTAssertEqual(ook?["source"]?.stringValue, "replay")
         XCTAssertGreaterThan(ook?["pulses"]?.intValue ?? 0, 5_000)
         XCTAssertGreaterThan(ook?["rejected"]?.intValue ?? 0, 0, "the Byron frames and receiver noise are rejected stretches")
@@ -105,10 +114,7 @@ final class OOKRadioTests: XCTestCase {
                                                              url: receiver.url, caFile: receiver.caFile, secretFile: secret))
         let agent = try startAgent(dir, config: config, socket: socket)
         defer { agent.stop() }
-        eventually(60, "rtl_433 finished and outbox drained") {
-            guard let s = agentStatus(socket), let ook = s["radios"]?.arrayValues?.first(where: { $0["name"]?.stringValue == "ook" }) else { return false }
-            return ook["state"]?.stringValue == "finished" && s["outbox"]?["depth"]?.intValue == 0
-        }
+        waitReplayedAndDelivered(socket)
         let presses = bodies(receiver).filter { $0["type"]?.stringValue == "doorbell.pressed" }
         XCTAssertEqual(presses.compactMap { $0["device"]?["id"]?.stringValue }.sorted(), ["door-bell", "pir", "remote-arm"], agent.stderr.suffix(3000).description)
     }
@@ -175,12 +181,9 @@ final class OOKRadioTests: XCTestCase {
         """)
         let agent = try startAgent(dir, config: config, socket: socket)
         defer { agent.stop() }
-        eventually(20, "the radio reports the missing chip") {
-            let ook = agentStatus(socket)?["radios"]?.arrayValues?.first { $0["name"]?.stringValue == "ook" }
-            return ook?["state"]?.stringValue == "missing"
-        }
+        eventually(20, "the radio reports the missing chip") { ookStatus(socket)?["state"]?.stringValue == "missing" }
         let status = agentStatus(socket)
-        let ook = status?["radios"]?.arrayValues?.first { $0["name"]?.stringValue == "ook" }
+        let ook = ookStatus(socket)
         XCTAssertTrue(ook?["last_error"]?.stringValue?.contains("no GPIO chip labelled \"pinctrl-bcm2711\"") ?? false, "\(String(describing: ook))")
         XCTAssertEqual(ook?["gpio"]?.stringValue, "pinctrl-bcm2711 line 27")
         XCTAssertEqual(status?["health"]?.stringValue, "degraded")
