@@ -30,6 +30,7 @@ let package = Package(
             name: "DoorbellCore",
             dependencies: [
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
             ]
         ),

@@ -4,6 +4,13 @@
 public enum EventType: String, Sendable, CaseIterable {
     case doorbellPressed = "doorbell.pressed"
     case doorbellHeld = "doorbell.held"
+    case doorbellDoublePressed = "doorbell.double_pressed"
+    case doorbellTriplePressed = "doorbell.triple_pressed"
+    case doorbellLongPressed = "doorbell.long_pressed"
+    case doorbellLongDoublePressed = "doorbell.long_double_pressed"
+    case doorbellLongTriplePressed = "doorbell.long_triple_pressed"
+    case beaconEntered = "beacon.entered"
+    case beaconExited = "beacon.exited"
     /// The outbox hit its bounds and dropped events (data lists them): explains sequence gaps.
     case gatewayEvicted = "gateway.evicted"
 }

@@ -142,7 +142,7 @@ public struct RTL433Match: Sendable, Equatable {
     public static func == (a: RTL433Match, b: RTL433Match) -> Bool {
         a.fields.count == b.fields.count && zip(a.fields, b.fields).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }
     }
-    public static let allowedKeys = ["code", "id", "unit", "channel", "button", "cmd", "data", "model", "protocol", "tristate"]
+    public static let allowedKeys = ["code", "id", "unit", "channel", "button", "cmd", "data", "model", "protocol", "tristate", "address"]
 }
 
 public enum MatchValue: Sendable, Equatable {
@@ -160,6 +160,8 @@ public struct DeviceConfig: Sendable, Equatable {
     public var kind: DeviceKind
     public var radio: String
     public var match: RTL433Match
+    /// BTHome devices that encrypt: the 16-byte AES key; plaintext adverts are then refused.
+    public var bindkey: [UInt8]?
     public init(id: String, name: String, kind: DeviceKind = .doorbell, radio: String = "rtl433", match: RTL433Match) {
         self.id = id
         self.name = name

@@ -1,0 +1,39 @@
+// Advertising data (Bluetooth Core Spec Vol 3 Part C §11): length-prefixed AD structures,
+// `len type data[len-1]`. Total on any bytes: a zero length ends the data (the rest is padding),
+// a structure running past the end is reported as truncated and dropped.
+
+public struct ADStructure: Sendable, Equatable {
+    public var type: UInt8
+    public var data: [UInt8]
+
+    public static let flags: UInt8 = 0x01
+    public static let completeLocalName: UInt8 = 0x09
+    public static let serviceData16: UInt8 = 0x16
+    public static let manufacturerData: UInt8 = 0xFF
+}
+
+public enum ADWalker {
+    public static func walk(_ bytes: some Collection<UInt8>) -> (structures: [ADStructure], truncated: Bool) {
+        var out: [ADStructure] = []
+        var i = bytes.startIndex
+        while i != bytes.endIndex {
+            let length = Int(bytes[i])
+            if length == 0 { break }
+            let typeIndex = bytes.index(after: i)
+            guard bytes.distance(from: typeIndex, to: bytes.endIndex) >= length else { return (out, true) }
+            let dataStart = bytes.index(after: typeIndex)
+            let end = bytes.index(typeIndex, offsetBy: length)
+            out.append(ADStructure(type: bytes[typeIndex], data: Array(bytes[dataStart..<end])))
+            i = end
+        }
+        return (out, false)
+    }
+
+    /// The service data for a 16-bit UUID (little-endian on the air), without the UUID.
+    public static func serviceData(_ structures: [ADStructure], uuid16: UInt16) -> [UInt8]? {
+        for s in structures where s.type == ADStructure.serviceData16 && s.data.count >= 2 {
+            if UInt16(s.data[0]) | UInt16(s.data[1]) << 8 == uuid16 { return Array(s.data.dropFirst(2)) }
+        }
+        return nil
+    }
+}

@@ -1,0 +1,162 @@
+// HCI over H4 (UART framing, Core Spec Vol 4 Part A): a packet-type byte (0x01 command,
+// 0x02 ACL, 0x03 SCO, 0x04 event, 0x05 ISO) then the packet. Events: code, length, parameters.
+// The agent reads Command Complete/Status (flow control and bring-up) and LE Meta events with
+// advertising reports, legacy (subevent 0x02) and extended (0x0D). Total on any bytes.
+
+public struct BLEAdvertisingReport: Sendable, Equatable {
+    /// Most significant byte first, as printed ("C0:11:22:33:44:02"); the air has it reversed.
+    public var address: [UInt8]
+    public var addressType: UInt8
+    /// Legacy: 0 ADV_IND … 4 SCAN_RSP; extended: the 16-bit event-type bit field.
+    public var eventType: UInt16
+    public var rssi: Int8?
+    public var data: [UInt8]
+    public var extended: Bool
+
+    public var addressString: String {
+        address.map { b in (b < 16 ? "0" : "") + String(b, radix: 16, uppercase: true) }.joined(separator: ":")
+    }
+
+    public static func parse(address text: String) -> [UInt8]? {
+        let parts = text.split(separator: ":")
+        guard parts.count == 6 else { return nil }
+        let bytes = parts.compactMap { $0.count == 2 ? UInt8($0, radix: 16) : nil }
+        return bytes.count == 6 ? bytes : nil
+    }
+}
+
+public enum HCIEvent: Sendable, Equatable {
+    case commandComplete(opcode: UInt16, numCommands: UInt8, returnParameters: [UInt8])
+    case commandStatus(status: UInt8, numCommands: UInt8, opcode: UInt16)
+    case advertisingReports([BLEAdvertisingReport])
+    case hardwareError(UInt8)
+    case other(code: UInt8)
+
+    public static let commandCompleteCode: UInt8 = 0x0E
+    public static let commandStatusCode: UInt8 = 0x0F
+    public static let leMetaCode: UInt8 = 0x3E
+
+    /// One event packet without the H4 type byte: `code len params`. nil when malformed.
+    public static func parse(_ p: [UInt8]) -> HCIEvent? {
+        guard p.count >= 2, Int(p[1]) == p.count - 2 else { return nil }
+        let params = Array(p.dropFirst(2))
+        switch p[0] {
+        case commandCompleteCode:
+            guard params.count >= 3 else { return nil }
+            return .commandComplete(opcode: UInt16(params[1]) | UInt16(params[2]) << 8, numCommands: params[0], returnParameters: Array(params.dropFirst(3)))
+        case commandStatusCode:
+            guard params.count == 4 else { return nil }
+            return .commandStatus(status: params[0], numCommands: params[1], opcode: UInt16(params[2]) | UInt16(params[3]) << 8)
+        case 0x10:
+            guard params.count == 1 else { return nil }
+            return .hardwareError(params[0])
+        case leMetaCode:
+            guard let sub = params.first else { return nil }
+            switch sub {
+            case 0x02: return legacyReports(Array(params.dropFirst())).map { .advertisingReports($0) }
+            case 0x0D: return extendedReports(Array(params.dropFirst())).map { .advertisingReports($0) }
+            default: return .other(code: p[0])
+            }
+        default:
+            return .other(code: p[0])
+        }
+    }
+
+    static func address(_ p: [UInt8], at i: Int) -> [UInt8] { Array(p[i..<i + 6].reversed()) }
+
+    /// Num_Reports, then per report: event type, address type, address (6), data length, data, RSSI.
+    /// Core 5.x lays the reports out one after another (the pre-4.2 arrays-of-fields layout is
+    /// only ever used with one report, where both are the same).
+    static func legacyReports(_ p: [UInt8]) -> [BLEAdvertisingReport]? {
+        guard let n = p.first, n >= 1 else { return nil }
+        var out: [BLEAdvertisingReport] = []
+        var i = 1
+        for _ in 0..<n {
+            guard i + 9 <= p.count else { return nil }
+            let length = Int(p[i + 8])
+            guard i + 9 + length + 1 <= p.count, length <= 31 else { return nil }
+            let rssi = Int8(bitPattern: p[i + 9 + length])
+            out.append(BLEAdvertisingReport(address: address(p, at: i + 2), addressType: p[i + 1], eventType: UInt16(p[i]),
+                                            rssi: rssi == 127 ? nil : rssi, data: Array(p[i + 9..<i + 9 + length]), extended: false))
+            i += 10 + length
+        }
+        return i == p.count ? out : nil
+    }
+
+    /// Per report: event type (2), address type, address (6), primary/secondary PHY, SID, TX power,
+    /// RSSI, periodic interval (2), direct address type and address (7), data length, data.
+    static func extendedReports(_ p: [UInt8]) -> [BLEAdvertisingReport]? {
+        guard let n = p.first, n >= 1 else { return nil }
+        var out: [BLEAdvertisingReport] = []
+        var i = 1
+        for _ in 0..<n {
+            guard i + 24 <= p.count else { return nil }
+            let length = Int(p[i + 23])
+            guard i + 24 + length <= p.count else { return nil }
+            let rssi = Int8(bitPattern: p[i + 13])
+            out.append(BLEAdvertisingReport(address: address(p, at: i + 3), addressType: p[i + 2], eventType: UInt16(p[i]) | UInt16(p[i + 1]) << 8,
+                                            rssi: rssi == 127 ? nil : rssi, data: Array(p[i + 24..<i + 24 + length]), extended: true))
+            i += 24 + length
+        }
+        return i == p.count ? out : nil
+    }
+}
+
+/// Splits an H4 byte stream into packets. A byte that starts no known packet type is skipped
+/// (counted): after line noise the framer finds the next event.
+public struct H4Framer: Sendable {
+    public enum Packet: Sendable, Equatable {
+        case event([UInt8])
+        case acl([UInt8])
+        case other(type: UInt8, [UInt8])
+    }
+
+    private var buffer: [UInt8] = []
+    public private(set) var skippedBytes = 0
+
+    public init() {}
+
+    public mutating func feed(_ bytes: some Sequence<UInt8>) -> [Packet] {
+        buffer.append(contentsOf: bytes)
+        var out: [Packet] = []
+        var i = 0
+        while i < buffer.count {
+            let type = buffer[i]
+            let header: Int
+            switch type {
+            case 0x04: header = 2
+            case 0x02, 0x05: header = 4
+            case 0x03: header = 3
+            case 0x01: header = 3
+            default:
+                skippedBytes += 1
+                i += 1
+                continue
+            }
+            guard i + 1 + header <= buffer.count else { break }
+            let length: Int
+            switch type {
+            case 0x04: length = Int(buffer[i + 2])
+            case 0x03, 0x01: length = Int(buffer[i + 3])
+            default: length = Int(buffer[i + 3]) | Int(buffer[i + 4] & (type == 0x05 ? 0x3F : 0xFF)) << 8
+            }
+            let total = 1 + header + length
+            guard i + total <= buffer.count else { break }
+            let packet = Array(buffer[i + 1..<i + total])
+            switch type {
+            case 0x04: out.append(.event(packet))
+            case 0x02: out.append(.acl(packet))
+            default: out.append(.other(type: type, packet))
+            }
+            i += total
+        }
+        buffer.removeFirst(i)
+        if buffer.count > 70_000 { skippedBytes += buffer.count; buffer.removeAll() }
+        return out
+    }
+
+    /// An HCI command packet with its H4 type byte.
+    public static func command(_ opcode: UInt16, _ params: [UInt8] = []) -> [UInt8] {
+        [0x01, UInt8(opcode & 0xFF), UInt8(opcode >> 8), UInt8(params.count)] + params
+    }
+}

@@ -1,0 +1,56 @@
+// iBeacon, strictly: manufacturer data of Apple (company 0x004C, little-endian on the air), then
+// type 0x02 and length 0x15, a 16-byte proximity UUID, major and minor (big-endian) and the
+// measured power at 1 m (int8). Anything else, including Apple's other formats (Nearby Info 0x10,
+// AirDrop, Find My) and a right prefix with the wrong length, is not an iBeacon.
+
+public struct IBeacon: Sendable, Equatable, Hashable {
+    public var uuid: [UInt8]
+    public var major: UInt16
+    public var minor: UInt16
+    public var measuredPower: Int8
+
+    public init(uuid: [UInt8], major: UInt16, minor: UInt16, measuredPower: Int8) {
+        self.uuid = uuid
+        self.major = major
+        self.minor = minor
+        self.measuredPower = measuredPower
+    }
+
+    /// `E2C56DB5-DFFB-48D2-B060-D0F5A71096E0`
+    public var uuidString: String { IBeacon.format(uuid: uuid) }
+
+    public static func format(uuid: [UInt8]) -> String {
+        let hex = uuid.map { b in (b < 16 ? "0" : "") + String(b, radix: 16, uppercase: true) }
+        guard hex.count == 16 else { return hex.joined() }
+        return [hex[0..<4], hex[4..<6], hex[6..<8], hex[8..<10], hex[10..<16]].map { $0.joined() }.joined(separator: "-")
+    }
+
+    /// "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0" (dashes optional, any case) → 16 bytes.
+    public static func parse(uuid text: String) -> [UInt8]? {
+        let hex = Array(text.filter { $0 != "-" }.utf8)
+        guard hex.count == 32 else { return nil }
+        var out: [UInt8] = []
+        for i in stride(from: 0, to: 32, by: 2) {
+            guard let b = UInt8(String(decoding: hex[i..<i + 2], as: UTF8.self), radix: 16) else { return nil }
+            out.append(b)
+        }
+        return out
+    }
+
+    /// The manufacturer-data payload an iBeacon advertises (for the base station's own beacon).
+    public var manufacturerData: [UInt8] {
+        [0x4C, 0x00, 0x02, 0x15] + uuid + [UInt8(major >> 8), UInt8(major & 0xFF), UInt8(minor >> 8), UInt8(minor & 0xFF), UInt8(bitPattern: measuredPower)]
+    }
+}
+
+public enum IBeaconDecoder {
+    public static func decode(_ structures: [ADStructure]) -> IBeacon? {
+        for s in structures where s.type == ADStructure.manufacturerData {
+            let d = s.data
+            guard d.count == 25, d[0] == 0x4C, d[1] == 0x00, d[2] == 0x02, d[3] == 0x15 else { continue }
+            return IBeacon(uuid: Array(d[4..<20]), major: UInt16(d[20]) << 8 | UInt16(d[21]),
+                           minor: UInt16(d[22]) << 8 | UInt16(d[23]), measuredPower: Int8(bitPattern: d[24]))
+        }
+        return nil
+    }
+}

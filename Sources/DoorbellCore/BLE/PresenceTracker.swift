@@ -1,0 +1,119 @@
+// iBeacon regions → arrivals and departures. A region matches like CLBeaconRegion: UUID, UUID +
+// major, or UUID + major + minor. Per region (and per beacon identity inside it), RSSI is
+// smoothed (exponential, `smoothing` weight for the new sample); `entered` after `minSamples`
+// sightings at or above `enterRSSI`; `exited` after `exitTimeout` without a sighting, or when the
+// smoothed RSSI falls `hysteresisDB` below the enter level. While the radio is degraded no exit
+// is emitted: a stalled scanner is not everyone leaving. Pure: time comes in with every call.
+
+public struct BeaconRegion: Sendable, Equatable {
+    public var id: String
+    public var name: String
+    public var uuid: [UInt8]
+    public var major: UInt16?
+    public var minor: UInt16?
+    public var enterRSSI: Int = -80
+    public var minSamples: Int = 3
+    public var exitTimeoutMicros: Int64 = 30_000_000
+    public var hysteresisDB: Int = 10
+    public init(id: String, name: String, uuid: [UInt8], major: UInt16? = nil, minor: UInt16? = nil) {
+        self.id = id
+        self.name = name
+        self.uuid = uuid
+        self.major = major
+        self.minor = minor
+    }
+
+    public func matches(_ b: IBeacon) -> Bool {
+        b.uuid == uuid && (major.map { $0 == b.major } ?? true) && (minor.map { $0 == b.minor } ?? true)
+    }
+}
+
+public enum Proximity: String, Sendable, Equatable {
+    case immediate, near, far, unknown
+
+    /// From RSSI against the beacon's measured power at 1 m (log-distance, path-loss exponent 2):
+    /// < 0.5 m immediate, < 3 m near, else far, as iOS buckets them.
+    public static func classify(rssi: Double, measuredPower: Int8) -> Proximity {
+        guard measuredPower < 0, rssi < 0 else { return .unknown }
+        var meters = 1.0
+        var exponent = (Double(measuredPower) - rssi) / 20
+        // 10^x without Foundation: repeated multiplication by 10^(1/8) is exact enough here.
+        let step = 1.333_521_432_163_324 // 10^(1/8)
+        if exponent >= 0 { while exponent >= 0.125 { meters *= step; exponent -= 0.125 } } else { while exponent <= -0.125 { meters /= step; exponent += 0.125 } }
+        if meters < 0.5 { return .immediate }
+        if meters < 3 { return .near }
+        return .far
+    }
+}
+
+public struct PresenceTracker: Sendable {
+    public enum Output: Sendable, Equatable {
+        case entered(region: String, beacon: IBeacon, rssi: Double, proximity: Proximity)
+        case exited(region: String, beacon: IBeacon, rssi: Double, dwellMicros: Int64, reason: String)
+    }
+
+    struct Visit {
+        var beacon: IBeacon
+        var smoothed: Double
+        var samples = 0
+        var inside = false
+        var enteredAt: Int64 = 0
+        var lastSeen: Int64
+    }
+
+    public let regions: [BeaconRegion]
+    public var smoothing = 0.3
+    private var visits: [String: Visit] = [:]
+
+    public init(regions: [BeaconRegion]) { self.regions = regions }
+
+    public var inside: [String] { visits.filter { $0.value.inside }.map(\.key).sorted() }
+
+    public mutating func observe(_ beacon: IBeacon, rssi: Int8, at now: Int64) -> [Output] {
+        var out: [Output] = []
+        for r in regions where r.matches(beacon) {
+            var v = visits[r.id] ?? Visit(beacon: beacon, smoothed: Double(rssi), lastSeen: now)
+            v.smoothed = v.samples == 0 ? Double(rssi) : (1 - smoothing) * v.smoothed + smoothing * Double(rssi)
+            v.lastSeen = now
+            v.beacon = beacon
+            if !v.inside {
+                v.samples = Int(rssi) >= r.enterRSSI ? v.samples + 1 : 0
+                if v.samples >= r.minSamples {
+                    v.inside = true
+                    v.enteredAt = now
+                    out.append(.entered(region: r.id, beacon: beacon, rssi: v.smoothed,
+                                        proximity: Proximity.classify(rssi: v.smoothed, measuredPower: beacon.measuredPower)))
+                }
+            } else {
+                v.samples += 1
+                if v.smoothed < Double(r.enterRSSI - r.hysteresisDB) {
+                    v.inside = false
+                    v.samples = 0
+                    out.append(.exited(region: r.id, beacon: beacon, rssi: v.smoothed, dwellMicros: now - v.enteredAt, reason: "weak_signal"))
+                }
+            }
+            visits[r.id] = v
+        }
+        return out
+    }
+
+    /// Call periodically (and with every report): regions not seen for their exit timeout are left.
+    /// `radioHealthy == false` holds every exit until the radio recovers.
+    public mutating func tick(at now: Int64, radioHealthy: Bool) -> [Output] {
+        guard radioHealthy else { return [] }
+        var out: [Output] = []
+        for r in regions {
+            guard let v = visits[r.id], now - v.lastSeen >= r.exitTimeoutMicros else { continue }
+            if v.inside {
+                out.append(.exited(region: r.id, beacon: v.beacon, rssi: v.smoothed, dwellMicros: v.lastSeen - v.enteredAt, reason: "timeout"))
+            }
+            visits[r.id] = nil
+        }
+        return out
+    }
+
+    /// After a radio outage, sightings resume from now: the time the scanner was down does not count.
+    public mutating func radioRecovered(at now: Int64) {
+        for (k, var v) in visits { v.lastSeen = max(v.lastSeen, now); visits[k] = v }
+    }
+}
