@@ -19,6 +19,54 @@ static inline int doorbell_peer_credentials(int fd, struct doorbell_peer *out) {
     return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, out, &len);
 }
 
+// The kernel's HCI socket (linux/net/bluetooth, same layout as BlueZ's <bluetooth/hci.h>), so the
+// agent needs no libbluetooth: a raw socket bound to hciN, a filter for the events it reads.
+// Returns the fd, or -errno.
+#include <errno.h>
+#include <unistd.h>
+#include <termios.h>
+#include <fcntl.h>
+#include <string.h>
+struct doorbell_sockaddr_hci { sa_family_t hci_family; unsigned short hci_dev; unsigned short hci_channel; };
+struct doorbell_hci_filter { unsigned int type_mask; unsigned int event_mask[2]; unsigned short opcode; };
+static inline int doorbell_hci_open(int dev) {
+    int fd = socket(31 /* AF_BLUETOOTH */, SOCK_RAW | SOCK_CLOEXEC, 1 /* BTPROTO_HCI */);
+    if (fd < 0) return -errno;
+    struct doorbell_hci_filter f;
+    memset(&f, 0, sizeof f);
+    f.type_mask = 1u << 0x04;                           /* events only */
+    f.event_mask[0] = (1u << 0x0E) | (1u << 0x0F) | (1u << 0x10); /* command complete/status, hardware error */
+    f.event_mask[1] = 1u << (0x3E - 32);                /* LE meta */
+    if (setsockopt(fd, 0 /* SOL_HCI */, 2 /* HCI_FILTER */, &f, sizeof f) < 0) { int e = errno; close(fd); return -e; }
+    struct doorbell_sockaddr_hci a = { 31, (unsigned short)dev, 0 /* HCI_CHANNEL_RAW */ };
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) < 0) { int e = errno; close(fd); return -e; }
+    return fd;
+}
+
+// An H4 UART: raw 8N1 at `baud` (standard rates up to 3 Mbit/s), RTS/CTS when asked. 0 or -errno.
+static inline int doorbell_serial_configure(int fd, int baud, int flow_control) {
+    struct termios t;
+    if (tcgetattr(fd, &t) < 0) return -errno;
+    cfmakeraw(&t);
+    speed_t s;
+    switch (baud) {
+    case 9600: s = B9600; break; case 19200: s = B19200; break; case 38400: s = B38400; break;
+    case 57600: s = B57600; break; case 115200: s = B115200; break; case 230400: s = B230400; break;
+    case 460800: s = B460800; break; case 500000: s = B500000; break; case 921600: s = B921600; break;
+    case 1000000: s = B1000000; break; case 2000000: s = B2000000; break; case 3000000: s = B3000000; break;
+    default: return -EINVAL;
+    }
+    cfsetispeed(&t, s);
+    cfsetospeed(&t, s);
+    t.c_cflag |= CLOCAL | CREAD;
+    if (flow_control) t.c_cflag |= CRTSCTS; else t.c_cflag &= ~CRTSCTS;
+    t.c_cc[VMIN] = 0;
+    t.c_cc[VTIME] = 0;
+    if (tcsetattr(fd, TCSANOW, &t) < 0) return -errno;
+    tcflush(fd, TCIOFLUSH);
+    return 0;
+}
+
 // libFuzzer's entry for programs that keep their own main (used only by doorbell-fuzz built with
 // -sanitize=fuzzer; declared here because Swift cannot declare a C function itself).
 int LLVMFuzzerRunDriver(int *argc, char ***argv, int (*callback)(const unsigned char *data, unsigned long size));

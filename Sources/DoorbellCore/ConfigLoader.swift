@@ -124,6 +124,7 @@ public enum ConfigLoader {
 
         var rtl433: RTL433Settings?
         var ook: OOKRadioSettings?
+        var ble: BLERadioSettings?
         var radios: [String] = []
         if let radio = top.table("radio") {
             if let t = radio.table("rtl433") {
@@ -165,11 +166,37 @@ public enum ConfigLoader {
                 }
                 t.finish()
             }
+            if let t = radio.table("ble") {
+                let enabled = t.bool("enabled") ?? true
+                if let b = readBLE(t), enabled {
+                    ble = b
+                    radios.append("ble")
+                }
+                t.finish()
+            }
             if let r = rtl433, let o = ook, o.source == .rtl433, r.replay.isEmpty, o.rtl433.replay.isEmpty,
                !r.args.contains("-d") && !o.rtl433.args.contains("-d") {
                 radio.report("ook", "[radio.rtl433] and [radio.ook] source = \"rtl433\" would open the same SDR; give each its dongle with \"-d\" in args / rtl433_args")
             }
             radio.finish()
+        }
+
+        if let t = top.table("beacon") {
+            if ble == nil {
+                t.report("", "the base station's own iBeacon needs [radio.ble] (it advertises through the same controller)")
+            }
+            if let b = readOwnBeacon(t) { ble?.beacon = b }
+            t.finish()
+        }
+
+        var regions: [BeaconRegion] = []
+        for t in top.tableArray("region") {
+            if let r = readRegion(t) {
+                if regions.contains(where: { $0.id == r.id }) { t.report("id", "duplicate region id \"\(r.id)\"") }
+                regions.append(r)
+            }
+            if !radios.contains("ble") { t.report("", "iBeacon regions need [radio.ble]") }
+            t.finish()
         }
 
         var devices: [DeviceConfig] = []
@@ -264,10 +291,92 @@ public enum ConfigLoader {
         guard let gatewayID else { return nil }
         return AgentConfig(gatewayID: gatewayID, paths: paths, log: log, rtl433: rtl433, button: button,
                            devices: devices, uplink: uplink, metrics: metrics)
-            .with { $0.clock = clock; $0.outbox = limits; $0.actions = actions; $0.ook = ook }
+            .with { $0.clock = clock; $0.outbox = limits; $0.actions = actions; $0.ook = ook; $0.ble = ble; $0.regions = regions }
     }
 
-    static let knownRadios = ["rtl433", "ook"]
+    static let knownRadios = ["rtl433", "ook", "ble"]
+
+    static func readBLE(_ t: TableReader) -> BLERadioSettings? {
+        let kind = t.string("transport", hint: "how the controller is reached: transport = \"hci\" (kernel, device = \"hci0\"), \"serial\" (H4 UART, path = \"/dev/ttyACM0\") or \"tcp\" (H4, address = \"127.0.0.1:9100\")")
+        let keys = ["device", "path", "baud", "flow_control", "address"]
+        var transport: HCITransportKind?
+        switch kind {
+        case "hci"?:
+            let name = t.string("device", required: false) ?? "hci0"
+            if name.hasPrefix("hci"), let n = Int(name.dropFirst(3)), n >= 0, n < 64 { transport = .kernel(device: n) } else {
+                t.report("device", "must name a controller like \"hci0\" (hciconfig / btmgmt info list them), found \"\(name)\"")
+            }
+        case "serial"?:
+            let path = t.string("path", hint: "the UART of the HCI dongle, e.g. path = \"/dev/ttyACM0\"")
+            let baud = t.int("baud", in: 1_200...4_000_000) ?? 1_000_000
+            if !serialBauds.contains(baud) { t.report("baud", "\(baud) is not a standard rate; use one of \(serialBauds.map(String.init).joined(separator: ", "))") }
+            let flow = t.bool("flow_control") ?? true
+            if let path { transport = .serial(path: path, baud: baud, flowControl: flow) }
+        case "tcp"?:
+            if let a = t.string("address", hint: "host:port of the H4 stream, e.g. address = \"127.0.0.1:9100\""),
+               let colon = a.lastIndex(of: ":"), let port = Int(a[a.index(after: colon)...]), (1...65535).contains(port) {
+                var host = String(a[..<colon])
+                if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+                transport = .tcp(host: host, port: port)
+            } else if t.has("address") {
+                t.report("address", "must be host:port, e.g. \"127.0.0.1:9100\" or \"[::1]:9100\"")
+            }
+        case let other?:
+            keys.forEach(t.markUsed)
+            t.report("transport", "unknown transport \"\(other)\"; use \"hci\", \"serial\" or \"tcp\"")
+        case nil:
+            keys.forEach(t.markUsed)
+        }
+        guard let transport else { return nil }
+        var b = BLERadioSettings(transport: transport)
+        if let s = t.string("scan", required: false) {
+            if s == "active" { b.activeScan = true } else if s != "passive" { t.report("scan", "must be \"passive\" or \"active\"") }
+        }
+        if let v = t.int("interval_ms", in: 3...10_240) { b.intervalMs = v }
+        if let v = t.int("window_ms", in: 3...10_240) { b.windowMs = v }
+        if b.windowMs > b.intervalMs { t.report("window_ms", "must not exceed interval_ms (\(b.intervalMs))") }
+        if let v = t.bool("extended_scan") { b.extendedScan = v }
+        if let v = t.int("stall_s", in: 0...86_400) { b.stallSeconds = v }
+        if let v = t.int("command_timeout_ms", in: 100...60_000) { b.commandTimeoutMs = v }
+        return b
+    }
+
+    static let serialBauds = [9_600, 19_200, 38_400, 57_600, 115_200, 230_400, 460_800, 500_000, 921_600, 1_000_000, 2_000_000, 3_000_000]
+
+    static func readUUID(_ t: TableReader) -> [UInt8]? {
+        guard let s = t.string("uuid", hint: "the proximity UUID, e.g. uuid = \"E2C56DB5-DFFB-48D2-B060-D0F5A71096E0\"") else { return nil }
+        guard let u = IBeacon.parse(uuid: s) else { t.report("uuid", "\"\(s)\" is not a UUID (32 hex digits, dashes optional)"); return nil }
+        return u
+    }
+
+    static func readOwnBeacon(_ t: TableReader) -> OwnBeacon? {
+        let uuid = readUUID(t)
+        let major = t.int("major", in: 0...65_535)
+        let minor = t.int("minor", in: 0...65_535)
+        if !t.has("major") { t.report("major", "is required: the base station's major, e.g. major = 1") }
+        if !t.has("minor") { t.report("minor", "is required: the base station's minor, e.g. minor = 1") }
+        let power = t.int("measured_power", in: -127 ... -1) ?? -59
+        let interval = t.int("interval_ms", in: 20...10_240) ?? 100
+        guard let uuid, let major, let minor else { return nil }
+        return OwnBeacon(beacon: IBeacon(uuid: uuid, major: UInt16(major), minor: UInt16(minor), measuredPower: Int8(power)), intervalMs: interval)
+    }
+
+    static func readRegion(_ t: TableReader) -> BeaconRegion? {
+        let id = t.string("id", hint: "a short stable id used in events, e.g. id = \"alice-phone\"")
+        if let id, !isIdentifier(id) { t.report("id", "must be 1-64 characters of letters, digits, '-', '_' or '.', found \"\(id)\"") }
+        let name = t.string("name", required: false) ?? id ?? ""
+        let uuid = readUUID(t)
+        let major = t.int("major", in: 0...65_535)
+        let minor = t.int("minor", in: 0...65_535)
+        if minor != nil && major == nil { t.report("minor", "needs major too (regions match UUID, UUID+major, or UUID+major+minor)") }
+        guard let id, let uuid else { return nil }
+        var r = BeaconRegion(id: id, name: name, uuid: uuid, major: major.map { UInt16($0) }, minor: minor.map { UInt16($0) })
+        if let v = t.int("enter_rssi", in: -127 ... -1) { r.enterRSSI = v }
+        if let v = t.int("min_samples", in: 1...100) { r.minSamples = v }
+        if let v = t.int("exit_timeout_s", in: 1...3_600) { r.exitTimeoutMicros = Int64(v) * 1_000_000 }
+        if let v = t.int("hysteresis_db", in: 0...60) { r.hysteresisDB = v }
+        return r
+    }
 
     static func readOOK(_ t: TableReader, baseDir: String, checks: ConfigFileChecks) -> OOKRadioSettings? {
         let sourceName = t.string("source", hint: "where the pulses come from: source = \"gpio\" (receiver module on a pin), \"rtl433\" (SDR in pulse mode) or \"replay\" (recordings)")
@@ -344,7 +453,7 @@ public enum ConfigLoader {
             }
         }
         // Default: the one radio configured (rtl433 first when both are).
-        let radio = t.string("radio", required: false) ?? (radios.contains("rtl433") || radios.isEmpty ? "rtl433" : "ook")
+        let radio = t.string("radio", required: false) ?? radios.first ?? "rtl433"
         if !knownRadios.contains(radio) {
             t.report("radio", "unknown radio \"\(radio)\"; this agent knows: \(knownRadios.joined(separator: ", "))")
         } else if !radios.contains(radio) {
@@ -387,8 +496,33 @@ public enum ConfigLoader {
                 match = RTL433Match(fields: fields)
             }
         }
-        guard let id, let match else { return nil }
-        return DeviceConfig(id: id, name: name, kind: kind, radio: radio, match: match)
+        var bindkey: [UInt8]?
+        if let k = t.string("bindkey", required: false) {
+            let bytes = Array(k.utf8)
+            var out: [UInt8] = []
+            if bytes.count == 32 {
+                for i in stride(from: 0, to: 32, by: 2) { if let b = UInt8(String(decoding: bytes[i..<i + 2], as: UTF8.self), radix: 16) { out.append(b) } }
+            }
+            if out.count == 16 && radio == "ble" { bindkey = out } else if radio != "ble" {
+                t.report("bindkey", "only BTHome devices (radio = \"ble\") have a bindkey")
+            } else {
+                t.report("bindkey", "must be the device's 16-byte key as 32 hex digits (from its app or firmware)")
+            }
+        }
+        if radio == "ble", let match, match.fields.contains(where: { $0.0 != "address" }) || !match.fields.contains(where: { $0.0 == "address" }) {
+            t.report("match", "a BLE button is matched by its address only: match = { address = \"C0:11:22:33:44:02\" }")
+        }
+        if let match, let a = match.fields.first(where: { $0.0 == "address" }) {
+            if case let .text(s) = a.1, BLEAdvertisingReport.parse(address: s) != nil {} else {
+                t.report("match", "address must look like \"C0:11:22:33:44:02\"")
+            }
+        }
+        guard let id, var match else { return nil }
+        // Addresses compare as printed: upper case.
+        match.fields = match.fields.map { $0.0 == "address" ? ($0.0, { if case let .text(s) = $0.1 { return .text(s.uppercased()) }; return $0.1 }($0)) : $0 }
+        var d = DeviceConfig(id: id, name: name, kind: kind, radio: radio, match: match)
+        d.bindkey = bindkey
+        return d
     }
 
     static func readUplink(_ t: TableReader, baseDir: String, checks: ConfigFileChecks) -> UplinkSettings? {

@@ -8,6 +8,9 @@ public struct AgentConfig: Sendable, Equatable {
     public var rtl433: RTL433Settings?
     /// The OOK receiver: GPIO pin, rtl_433's pulse output, or recorded timelines.
     public var ook: OOKRadioSettings?
+    /// The Bluetooth LE scanner (HCI) and the base station's own iBeacon.
+    public var ble: BLERadioSettings?
+    public var regions: [BeaconRegion] = []
     public var button: ButtonTracker.Settings
     public var devices: [DeviceConfig]
     public var uplink: UplinkSettings?
@@ -272,4 +275,35 @@ public struct GPIOPulseSettings: Sendable, Equatable {
         self.line = line
         self.durationMs = durationMs
     }
+}
+
+public enum HCITransportKind: Sendable, Equatable {
+    /// The kernel's HCI socket (BlueZ-managed controller `hciN`).
+    case kernel(device: Int)
+    /// H4 over a UART (an nRF52840 or similar running an HCI firmware).
+    case serial(path: String, baud: Int, flowControl: Bool)
+    /// H4 over TCP (a dongle behind ser2net; the tests' virtual controller).
+    case tcp(host: String, port: Int)
+}
+
+public struct BLERadioSettings: Sendable, Equatable {
+    public var transport: HCITransportKind
+    public var activeScan = false
+    public var intervalMs = 60
+    public var windowMs = 30
+    /// Use LE extended scanning when the controller supports it (and no own beacon is advertised).
+    public var extendedScan = true
+    /// No advertising report for this long while scanning: reset the controller (0 = never).
+    public var stallSeconds = 120
+    /// How long a command may wait for its Command Complete/Status.
+    public var commandTimeoutMs = 2_000
+    /// The base station's own iBeacon, advertised while scanning.
+    public var beacon: OwnBeacon?
+    public init(transport: HCITransportKind) { self.transport = transport }
+}
+
+public struct OwnBeacon: Sendable, Equatable {
+    public var beacon: IBeacon
+    public var intervalMs = 100
+    public init(beacon: IBeacon, intervalMs: Int = 100) { self.beacon = beacon; self.intervalMs = intervalMs }
 }

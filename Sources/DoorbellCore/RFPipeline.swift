@@ -25,6 +25,16 @@ public struct HeardTransmitter: Sendable, Equatable {
     public var deviceID: String?
     /// A `match = { ... }` value that would select it, for a ready-to-paste [[device]].
     public var match: String
+
+    public init(identity: String, model: String, frames: Int, lastSeenWallMicros: Int64, rssi: Double?, deviceID: String?, match: String) {
+        self.identity = identity
+        self.model = model
+        self.frames = frames
+        self.lastSeenWallMicros = lastSeenWallMicros
+        self.rssi = rssi
+        self.deviceID = deviceID
+        self.match = match
+    }
 }
 
 public struct RFPipeline: Sendable {

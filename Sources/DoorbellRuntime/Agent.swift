@@ -39,6 +39,10 @@ public final class Agent: @unchecked Sendable {
     var radio: RTL433Radio? { parts.snapshot.radio }
     private let ookParts = Locked<OOKRadio?>(nil)
     var ookRadio: OOKRadio? { ookParts.snapshot }
+    let blePipeline: Locked<BLEPipeline>
+    private let bleParts = Locked<BLERadio?>(nil)
+    var bleRadio: BLERadio? { bleParts.snapshot }
+    var bleMemoryPath: String { config.paths.stateDir + "/ble-buttons.json" }
     var deliverer: Deliverer? { parts.snapshot.deliverer }
     private let reloadStatus = Locked<JSONValue>(.null)
     private var metrics: MetricsWriter?
@@ -65,6 +69,69 @@ public final class Agent: @unchecked Sendable {
         }
         pipeline = Locked(RFPipeline(radio: "rtl433", directory: DeviceDirectory(devices: config.devices), settings: config.button))
         ookPipeline = Locked(Self.makeOOKPipeline(config))
+        blePipeline = Locked(BLEPipeline(devices: config.devices, regions: config.regions,
+                                         memory: Self.loadBLEMemory(config.paths.stateDir + "/ble-buttons.json", log: log)))
+    }
+
+    func makeBLERadio(_ config: AgentConfig) -> BLERadio? {
+        guard let settings = config.ble else { return nil }
+        return BLERadio(settings: settings, log: log) { [unowned self] input in ingest(ble: input) }
+    }
+
+    /// The last packet id and counter per BTHome button, so a re-broadcast or a replay after a
+    /// reboot is still not a press. A damaged file is logged and started afresh.
+    static func loadBLEMemory(_ path: String, log: Logger) -> [String: BTHomeButtonTracker.DeviceMemory] {
+        guard let bytes = readFile(path, maxBytes: 1 << 20) else { return [:] }
+        guard case let .object(members)? = try? JSONReader.parse(bytes: bytes) else {
+            log.warning("ble.memory_unreadable", [("file", path), ("hint", "starting without the last packet ids")])
+            return [:]
+        }
+        var out: [String: BTHomeButtonTracker.DeviceMemory] = [:]
+        for (address, v) in members {
+            out[address] = BTHomeButtonTracker.DeviceMemory(packetID: v["packet_id"]?.intValue.flatMap { UInt8(exactly: $0) },
+                                                            counter: v["counter"]?.intValue.flatMap { UInt32(exactly: $0) })
+        }
+        return out
+    }
+
+    func saveBLEMemory(_ memory: [String: BTHomeButtonTracker.DeviceMemory]) {
+        let json = JSONValue.object(memory.sorted { $0.key < $1.key }.map { k, m in
+            (k, .object([("packet_id", m.packetID.map { .number(Double($0)) } ?? .null), ("counter", m.counter.map { .number(Double($0)) } ?? .null)]))
+        })
+        let tmp = bleMemoryPath + ".tmp"
+        do throws(SpawnError) {
+            try writeSmallFile(tmp, JSONWriter.string(json) + "\n")
+            if rename(tmp, bleMemoryPath) != 0 { throw SpawnError(program: bleMemoryPath, code: errno) }
+        } catch {
+            log.error("ble.memory_not_saved", [("file", bleMemoryPath), ("error", error.description)])
+        }
+    }
+
+    /// Reports and ticks from the BLE radio's thread.
+    func ingest(ble input: BLERadioInput) {
+        let time = ReceiveTime(monoMicros: Clocks.monotonicMicros(), wallMicros: Clocks.wallMicros(),
+                               clockSynced: Clocks.isWallClockSynchronized(config.clock))
+        let healthy = !(bleRadio?.degraded.snapshot ?? false)
+        var memory: [String: BTHomeButtonTracker.DeviceMemory]?
+        let (events, problem) = blePipeline.withLock { p -> ([AgentEvent], String?) in
+            let before = p.lastProblem
+            var events: [AgentEvent] = []
+            switch input {
+            case let .report(r): events = p.handle(report: r, at: time, radioHealthy: healthy)
+            case .tick: events = p.tick(at: time, radioHealthy: healthy)
+            case let .health(ok): if ok { p.radioRecovered(at: time) }
+            }
+            if p.buttonMemoryChanged { memory = p.buttons.memory; p.buttonMemorySaved() }
+            return (events, p.lastProblem != before ? p.lastProblem : nil)
+        }
+        if let problem { log.warning("ble.refused", [("problem", problem)]) }
+        // Before the events: a press is only forwarded once its packet id is on disk.
+        if let memory { saveBLEMemory(memory) }
+        if rawFeed.hasFollowers, case let .report(r) = input {
+            rawFeed.publish(.object([("radio", .string("ble")), ("address", .string(r.addressString)), ("rssi", r.rssi.map { .number(Double($0)) } ?? .null),
+                                     ("data", .string(r.data.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()))]))
+        }
+        for event in events { accept(event) }
     }
 
     static func makeOOKPipeline(_ config: AgentConfig) -> OOKPipeline {
@@ -133,6 +200,9 @@ public final class Agent: @unchecked Sendable {
         let o = makeOOKRadio(config)
         o?.start()
         ookParts.withLock { $0 = o }
+        let b = makeBLERadio(config)
+        b?.start()
+        bleParts.withLock { $0 = b }
         if let m = config.metrics {
             let writer = MetricsWriter(settings: m, log: log) { [unowned self] in metricsText() }
             writer.start()
@@ -196,6 +266,16 @@ public final class Agent: @unchecked Sendable {
         }
         if new.devices != old.devices || new.button != old.button || new.ook != old.ook {
             ookPipeline.withLock { $0 = Self.makeOOKPipeline(new) }
+        }
+        if new.devices != old.devices || new.regions != old.regions {
+            let memory = blePipeline.snapshot.buttons.memory
+            blePipeline.withLock { $0 = BLEPipeline(devices: new.devices, regions: new.regions, memory: memory) }
+        }
+        if new.ble != old.ble {
+            bleRadio?.stop()
+            let b = makeBLERadio(new)
+            b?.start()
+            bleParts.withLock { $0 = b }
         }
         if new.ook != old.ook {
             ookRadio?.stop()
@@ -403,7 +483,12 @@ public final class Agent: @unchecked Sendable {
         let time = ReceiveTime(monoMicros: Clocks.monotonicMicros(), wallMicros: Clocks.wallMicros(),
                                clockSynced: Clocks.isWallClockSynchronized(config.clock))
         let events: [AgentEvent]
-        if device.radio == "ook" {
+        if device.radio == "ble" {
+            var e = AgentEvent(type: .doorbellPressed, device: DeviceRef(id: device.id, name: device.name, radio: "ble"),
+                               occurredAtMicros: time.wallMicros, clockSynced: time.clockSynced, test: true, data: .object([("injected", .bool(true))]))
+            e.monotonicMicros = time.monoMicros
+            events = [e]
+        } else if device.radio == "ook" {
             events = ookPipeline.withLock { $0.inject(device: device, at: time) }
         } else {
             events = pipeline.withLock { $0.inject(device: device, at: time) }
@@ -457,6 +542,7 @@ public final class Agent: @unchecked Sendable {
         log.notice("agent.stopping", [])
         radio?.stop()
         ookRadio?.stop()
+        bleRadio?.stop()
         metrics?.stop()
         spillStopping.withLock { $0 = true }
         spillWake.signal()
@@ -610,7 +696,13 @@ public final class Agent: @unchecked Sendable {
         case "inject": return .single(inject(deviceID: request["device"]?.stringValue ?? ""))
         case "queue": return .single(queueJSON(request))
         case "scan":
-            let all = pipeline.snapshot.heard.values.map { ("rtl433", $0) } + ookPipeline.snapshot.rf.heard.values.map { ("ook", $0) }
+            let ble = blePipeline.snapshot.heard.values.map { h -> (String, HeardTransmitter) in
+                ("ble", HeardTransmitter(identity: h.kind == "ibeacon" ? h.identity : h.address, model: h.kind, frames: h.adverts,
+                                         lastSeenWallMicros: h.lastSeenWallMicros, rssi: h.rssi.map(Double.init), deviceID: h.deviceID, match: h.snippet))
+            }
+            var all: [(String, HeardTransmitter)] = pipeline.snapshot.heard.values.map { ("rtl433", $0) }
+            all += ookPipeline.snapshot.rf.heard.values.map { ("ook", $0) }
+            all += ble
             let heard = all.sorted { $0.1.lastSeenWallMicros > $1.1.lastSeenWallMicros }.map { radio, h -> JSONValue in
                 .object([("radio", .string(radio)), ("identity", .string(h.identity)), ("model", .string(h.model)),
                          ("frames", .number(Double(h.frames))), ("rssi_db", h.rssi.map(JSONValue.number) ?? .null),
@@ -669,6 +761,28 @@ public final class Agent: @unchecked Sendable {
                 ("restarts", .number(Double(r.restarts))), ("last_error", r.lastError.map(JSONValue.string) ?? .null),
             ]
             if let g = settings.gpio { members.append(("gpio", .string(g.description))) }
+            radios.append(.object(members))
+        }
+
+        let bp = blePipeline.snapshot
+        if let ble = bleRadio {
+            let r = ble.status.snapshot
+            let degraded = ble.degraded.snapshot
+            if r.state == .missing || r.state == .restarting || degraded {
+                problems.append("radio ble \(degraded ? "degraded" : r.state.rawValue): \(r.lastError ?? "")")
+            }
+            let c = bp.counters
+            var members: [(String, JSONValue)] = [
+                ("name", .string("ble")), ("state", .string(degraded ? "degraded" : r.state.rawValue)), ("lines", .number(Double(r.lines))),
+                ("reports", .number(Double(c.reports))), ("ibeacons", .number(Double(c.ibeacons))), ("bthome", .number(Double(c.bthome))),
+                ("decrypt_failures", .number(Double(c.decryptFailures))), ("replays_refused", .number(Double(c.replaysRefused))),
+                ("downgrades_refused", .number(Double(c.downgradesRefused))), ("inside", .array(bp.presence.inside.map(JSONValue.string))),
+                ("restarts", .number(Double(r.restarts))), ("last_error", r.lastError.map(JSONValue.string) ?? .null),
+            ]
+            if let info = ble.controller.snapshot {
+                members.append(("controller", .object([("hci_version", .number(Double(info.hciVersion))), ("manufacturer", .number(Double(info.manufacturer))),
+                                                       ("extended_scan", .bool(info.extendedScan))])))
+            }
             radios.append(.object(members))
         }
 

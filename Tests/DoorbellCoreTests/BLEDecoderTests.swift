@@ -181,6 +181,8 @@ struct PresenceTrackerTests {
         #expect(out.count == 2, "the two matching regions, once each: \(out)")
         #expect(t.inside == ["door", "site"])
         #expect(t.tick(at: 20_000_000, radioHealthy: true).isEmpty)
+        // The air is still heard (another advertiser) but not the beacon: it left.
+        t.heardSomething(at: 25_000_000)
         let exits = t.tick(at: 31_000_000, radioHealthy: true)
         #expect(exits.count == 2)
         // Entered at the third sighting (0.2 s), last seen at 0.9 s.
@@ -193,7 +195,10 @@ struct PresenceTrackerTests {
         #expect(t.tick(at: 120_000_000, radioHealthy: false).isEmpty)
         t.radioRecovered(at: 120_000_000)
         #expect(t.tick(at: 121_000_000, radioHealthy: true).isEmpty)
-        #expect(t.tick(at: 151_000_000, radioHealthy: true).count == 1)
+        // Healthy again but the scanner has heard nothing since: still no departure.
+        #expect(t.tick(at: 151_000_000, radioHealthy: true).isEmpty)
+        t.heardSomething(at: 152_000_000)
+        #expect(t.tick(at: 152_000_000, radioHealthy: true).count == 1)
     }
 
     @Test func weakSignalLeavesWithHysteresis() {
@@ -214,6 +219,7 @@ struct PresenceTrackerTests {
             var inside = false
             for (r, g) in zip(rssis, gaps) {
                 now += Int64(g)
+                if r < -90 { t.heardSomething(at: now); continue } // another advertiser, not the beacon
                 for o in t.tick(at: now, radioHealthy: true) + t.observe(Self.beacon, rssi: Int8(r), at: now) {
                     switch o {
                     case .entered: #expect(!inside); inside = true

@@ -50,6 +50,7 @@ public struct BLEPipeline: Sendable {
 
     public mutating func handle(report: BLEAdvertisingReport, at time: ReceiveTime, radioHealthy: Bool = true) -> [AgentEvent] {
         counters.reports += 1
+        presence.heardSomething(at: time.monoMicros)
         let (structures, truncated) = ADWalker.walk(report.data)
         if truncated { counters.truncatedAD += 1 }
         let address = report.addressString

@@ -2,8 +2,10 @@
 // major, or UUID + major + minor. Per region (and per beacon identity inside it), RSSI is
 // smoothed (exponential, `smoothing` weight for the new sample); `entered` after `minSamples`
 // sightings at or above `enterRSSI`; `exited` after `exitTimeout` without a sighting, or when the
-// smoothed RSSI falls `hysteresisDB` below the enter level. While the radio is degraded no exit
-// is emitted: a stalled scanner is not everyone leaving. Pure: time comes in with every call.
+// smoothed RSSI falls `hysteresisDB` below the enter level. A stalled scanner is not everyone
+// leaving: no exit while the radio is degraded, and a timeout exit also needs evidence that the
+// scanner still hears the air — some advert, from any device, received after the beacon's last
+// sighting. Pure: time comes in with every call.
 
 public struct BeaconRegion: Sendable, Equatable {
     public var id: String
@@ -64,12 +66,18 @@ public struct PresenceTracker: Sendable {
     public let regions: [BeaconRegion]
     public var smoothing = 0.3
     private var visits: [String: Visit] = [:]
+    /// The latest advert of any kind the scanner delivered.
+    private var lastAnyReport: Int64 = .min
 
     public init(regions: [BeaconRegion]) { self.regions = regions }
 
     public var inside: [String] { visits.filter { $0.value.inside }.map(\.key).sorted() }
 
+    /// Any advertising report at all (proof the scanner works).
+    public mutating func heardSomething(at now: Int64) { lastAnyReport = max(lastAnyReport, now) }
+
     public mutating func observe(_ beacon: IBeacon, rssi: Int8, at now: Int64) -> [Output] {
+        heardSomething(at: now)
         var out: [Output] = []
         for r in regions where r.matches(beacon) {
             var v = visits[r.id] ?? Visit(beacon: beacon, smoothed: Double(rssi), lastSeen: now)
@@ -103,7 +111,7 @@ public struct PresenceTracker: Sendable {
         guard radioHealthy else { return [] }
         var out: [Output] = []
         for r in regions {
-            guard let v = visits[r.id], now - v.lastSeen >= r.exitTimeoutMicros else { continue }
+            guard let v = visits[r.id], now - v.lastSeen >= r.exitTimeoutMicros, lastAnyReport > v.lastSeen else { continue }
             if v.inside {
                 out.append(.exited(region: r.id, beacon: v.beacon, rssi: v.smoothed, dwellMicros: v.lastSeen - v.enteredAt, reason: "timeout"))
             }
