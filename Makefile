@@ -33,7 +33,7 @@ test: deps build-cloud
 	scripts/test-deb.sh
 	cd cloud && $(SWIFT) test
 	$(SWIFT) build --build-tests
-	for t in json rtl433 config control pulses ooktext vcd; do .build/debug/doorbell-fuzz $$t Tests/FuzzCorpus/$$t/*; done
+	for t in json rtl433 config control pulses ooktext vcd hci ad bthome; do .build/debug/doorbell-fuzz $$t Tests/FuzzCorpus/$$t/*; done
 	DOORBELL_CLOUD_BIN=$(CURDIR)/$(CLOUD_BIN) $(SWIFT) test --skip-build
 
 # Figures (speed, footprint, storage wear) with their methods, into docs/benchmarks.md.

@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${FUZZ_SECONDS:-60}
-targets=${FUZZ_TARGETS:-"json rtl433 config control pulses ooktext vcd"}
+targets=${FUZZ_TARGETS:-"json rtl433 config control pulses ooktext vcd hci ad bthome"}
 swift build --scratch-path .build-fuzz --product doorbell-fuzz \
   -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING -Xswiftc -Xclang-linker -Xswiftc -fuse-ld=lld
 bin=.build-fuzz/debug/doorbell-fuzz

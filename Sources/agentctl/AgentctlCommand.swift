@@ -211,7 +211,10 @@ extension AgentctlCommand {
                 let rssi = t["rssi_db"]?.doubleValue.map { String(format1($0)) + " dB" } ?? "-"
                 let who = t["device"]?.stringValue.map { "device \($0)" } ?? "NOT CONFIGURED"
                 print("\(radio) \(id)  \(t["model"]?.stringValue ?? "")  rssi \(rssi)  \(rate) frames/s  last \(t["last_seen"]?.stringValue ?? "-")  \(who)")
-                if t["device"] == .null {
+                if t["device"] == .null, radio == "ble" {
+                    // The BLE pipeline writes the whole snippet (a [[device]] or a [[region]]).
+                    print((t["match"]?.stringValue ?? "").split(separator: "\n").map { "    " + $0 }.joined(separator: "\n"))
+                } else if t["device"] == .null {
                     print("    [[device]]\n    id = \"rf-\(id.replacingOccurrences(of: "=", with: "-").replacingOccurrences(of: ",", with: "-"))\"\n    name = \"...\"\n    radio = \"\(radio)\"\n    match = \(t["match"]?.stringValue ?? "{ }")")
                 }
             }
@@ -361,6 +364,14 @@ enum StatusTable {
         rows.append(("clock", s["clock"]?["synchronized"]?.boolValue == true ? "synchronized" : "NOT synchronized (events are marked clock_synced=false)"))
         if case let .array(radios)? = s["radios"] {
             for r in radios {
+                if r["name"]?.stringValue == "ble" {
+                    var inside: [String] = []
+                    if case let .array(list)? = r["inside"] { inside = list.compactMap(\.stringValue) }
+                    rows.append(("radio ble", "\(text(r["state"])): \(text(r["reports"])) reports, \(text(r["bthome"])) BTHome, \(text(r["ibeacons"])) iBeacon, \(text(r["replays_refused"])) replays refused, \(text(r["decrypt_failures"])) bad MICs, \(text(r["restarts"])) restarts"))
+                    if !inside.isEmpty { rows.append(("  inside", inside.joined(separator: ", "))) }
+                    if r["last_error"] != .null { rows.append(("  last error", text(r["last_error"]))) }
+                    continue
+                }
                 if r["name"]?.stringValue == "ook" {
                     let pin = r["gpio"]?.stringValue.map { " on \($0)" } ?? ""
                     rows.append(("radio ook", "\(text(r["state"])) (\(text(r["source"]))\(pin)): \(text(r["pulses"])) pulses, \(text(r["glitches"])) glitches, \(text(r["words"])) words, \(text(r["frames"])) codes, \(text(r["unmatched_frames"])) unmatched, \(text(r["restarts"])) restarts"))

@@ -8,7 +8,14 @@ import DoorbellCore
 //   crash found so far), which `make test` does as a regression test.
 
 enum FuzzTarget: String, CaseIterable {
-    case json, rtl433, config, control, pulses, ooktext, vcd
+    static let bleButton: DeviceConfig = {
+        var d = DeviceConfig(id: "btn", name: "Button", radio: "ble", match: RTL433Match(fields: [("address", .text("C0:11:22:33:44:02"))]))
+        d.bindkey = nil
+        return d
+    }()
+    static let region = BeaconRegion(id: "r", name: "r", uuid: [0xE2, 0xC5, 0x6D, 0xB5, 0xDF, 0xFB, 0x48, 0xD2, 0xB0, 0x60, 0xD0, 0xF5, 0xA7, 0x10, 0x96, 0xE0])
+
+    case json, rtl433, config, control, pulses, ooktext, vcd, hci, ad, bthome
 
     func run(_ bytes: [UInt8]) {
         switch self {
@@ -65,6 +72,35 @@ enum FuzzTarget: String, CaseIterable {
                     _ = pipeline.edge(high: e.high, atMicros: e.micros, time: ReceiveTime(monoMicros: e.micros, wallMicros: e.micros, clockSynced: true))
                 }
             }
+        case .hci:
+            // An H4 byte stream from a controller: framing, events, reports, the whole BLE pipeline.
+            var framer = H4Framer()
+            var pipeline = BLEPipeline(devices: [Self.bleButton], regions: [Self.region])
+            var t: Int64 = 0
+            for packet in framer.feed(bytes) {
+                guard case let .event(e) = packet, case let .advertisingReports(reports)? = HCIEvent.parse(e) else { continue }
+                for r in reports {
+                    precondition(r.address.count == 6, "address is 6 bytes")
+                    t += 100_000
+                    _ = pipeline.handle(report: r, at: ReceiveTime(monoMicros: t, wallMicros: t, clockSynced: true))
+                }
+            }
+        case .ad:
+            let (structures, _) = ADWalker.walk(bytes)
+            if let b = IBeaconDecoder.decode(structures) {
+                precondition(b.uuid.count == 16, "iBeacon UUID is 16 bytes")
+                precondition(IBeaconDecoder.decode(ADWalker.walk([26, 0xFF] + b.manufacturerData).structures) == b, "iBeacon round trip")
+            }
+            if let sd = ADWalker.serviceData(structures, uuid16: BTHomeDecoder.uuid16) {
+                _ = try? BTHomeDecoder.decode(sd, address: [1, 2, 3, 4, 5, 6], bindkey: nil)
+            }
+        case .bthome:
+            // Service data after the UUID, decrypted with a fixed key: a forged MIC must never pass.
+            let key: [UInt8] = Array(0..<16)
+            if let p = try? BTHomeDecoder.decode(bytes, address: [0xC0, 0x11, 0x22, 0x33, 0x44, 0x03], bindkey: key), p.encrypted {
+                precondition(p.counter != nil, "decrypted packet without counter")
+            }
+            _ = try? BTHomeDecoder.decode(bytes, address: [0xC0, 0x11, 0x22, 0x33, 0x44, 0x03], bindkey: nil)
         case .config:
             _ = try? ConfigLoader.parse(text: String(decoding: bytes, as: UTF8.self), file: "fuzz.toml")
         case .control:

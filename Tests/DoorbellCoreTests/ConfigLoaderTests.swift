@@ -112,6 +112,28 @@ import Testing
              expected: "action[0].exec: or gpio_pulse is required"),
         Case(name: "gpio pulse without chip", toml: base + "\n[[action]]\ngpio_pulse = { line = 17 }\n",
              expected: "action[0].gpio_pulse.chip: is required"),
+        Case(name: "ble unknown transport", toml: "gateway_id = \"gw\"\n[radio.ble]\ntransport = \"usb\"\n",
+             expected: "radio.ble.transport: unknown transport \"usb\"; use \"hci\", \"serial\" or \"tcp\""),
+        Case(name: "ble bad hci name", toml: "gateway_id = \"gw\"\n[radio.ble]\ntransport = \"hci\"\ndevice = \"bt0\"\n",
+             expected: "radio.ble.device: must name a controller like \"hci0\""),
+        Case(name: "ble odd baud", toml: "gateway_id = \"gw\"\n[radio.ble]\ntransport = \"serial\"\npath = \"/dev/ttyACM0\"\nbaud = 123456\n",
+             expected: "radio.ble.baud: 123456 is not a standard rate"),
+        Case(name: "ble tcp without port", toml: "gateway_id = \"gw\"\n[radio.ble]\ntransport = \"tcp\"\naddress = \"127.0.0.1\"\n",
+             expected: "radio.ble.address: must be host:port"),
+        Case(name: "ble window over interval", toml: "gateway_id = \"gw\"\n[radio.ble]\ntransport = \"hci\"\ninterval_ms = 30\nwindow_ms = 60\n",
+             expected: "radio.ble.window_ms: must not exceed interval_ms (30)"),
+        Case(name: "region bad uuid", toml: "gateway_id = \"gw\"\n[radio.ble]\ntransport = \"hci\"\n[[region]]\nid = \"a\"\nuuid = \"xyz\"\n",
+             expected: "region[0].uuid: \"xyz\" is not a UUID"),
+        Case(name: "region minor without major", toml: "gateway_id = \"gw\"\n[radio.ble]\ntransport = \"hci\"\n[[region]]\nid = \"a\"\nuuid = \"E2C56DB5-DFFB-48D2-B060-D0F5A71096E0\"\nminor = 3\n",
+             expected: "region[0].minor: needs major too"),
+        Case(name: "region without ble", toml: "gateway_id = \"gw\"\n[[region]]\nid = \"a\"\nuuid = \"E2C56DB5-DFFB-48D2-B060-D0F5A71096E0\"\n",
+             expected: "region[0]: iBeacon regions need [radio.ble]"),
+        Case(name: "short bindkey", toml: "gateway_id = \"gw\"\n[radio.ble]\ntransport = \"hci\"\n[[device]]\nid = \"b\"\nmatch = { address = \"C0:11:22:33:44:02\" }\nbindkey = \"abcd\"\n",
+             expected: "device[0].bindkey: must be the device's 16-byte key as 32 hex digits"),
+        Case(name: "ble device by code", toml: "gateway_id = \"gw\"\n[radio.ble]\ntransport = \"hci\"\n[[device]]\nid = \"b\"\nmatch = { code = 1 }\n",
+             expected: "device[0].match: a BLE button is matched by its address only"),
+        Case(name: "own beacon without major", toml: "gateway_id = \"gw\"\n[radio.ble]\ntransport = \"hci\"\n[beacon]\nuuid = \"E2C56DB5-DFFB-48D2-B060-D0F5A71096E0\"\nminor = 1\n",
+             expected: "beacon.major: is required"),
         Case(name: "no signing key", toml: base + "\n[uplink]\nurl = \"https://x/events\"\nsign_ed25519 = false\n",
              expected: "uplink: no signing key"),
     ]
@@ -151,6 +173,39 @@ import Testing
         #expect(c.devices.first?.radio == "ook", "the one radio configured is the default")
         #expect(c.actions.first?.gpioPulse == GPIOPulseSettings(line: GPIOLineRef(chip: "pinctrl-rp1", line: 17, activeLow: true), durationMs: 250))
         #expect(c.actions.first?.exec == [])
+    }
+
+    @Test func aBLEGatewayWithButtonsRegionsAndItsOwnBeacon() throws {
+        let toml = """
+        gateway_id = "gw"
+        [radio.ble]
+        transport = "serial"
+        path = "/dev/ttyACM0"
+        baud = 1000000
+        scan = "active"
+        [beacon]
+        uuid = "e2c56db5-dffb-48d2-b060-d0f5a71096e0"
+        major = 1
+        minor = 2
+        measured_power = -61
+        [[device]]
+        id = "side-door"
+        match = { address = "c0:11:22:33:44:02" }
+        bindkey = "231d39c1d7cc1ab1aee224cd096db932"
+        [[region]]
+        id = "alice"
+        uuid = "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0"
+        major = 100
+        exit_timeout_s = 45
+        """
+        let c = try ConfigLoader.parse(text: toml, file: "/etc/doorbell-agent/agent.toml")
+        #expect(c.ble?.transport == .serial(path: "/dev/ttyACM0", baud: 1_000_000, flowControl: true))
+        #expect(c.ble?.activeScan == true)
+        #expect(c.ble?.beacon?.beacon.major == 1 && c.ble?.beacon?.beacon.measuredPower == -61)
+        #expect(c.devices.first?.radio == "ble", "the one radio configured is the default")
+        #expect(c.devices.first?.match == RTL433Match(fields: [("address", .text("C0:11:22:33:44:02"))]))
+        #expect(c.devices.first?.bindkey?.count == 16)
+        #expect(c.regions.first?.major == 100 && c.regions.first?.minor == nil && c.regions.first?.exitTimeoutMicros == 45_000_000)
     }
 
     @Test func pulseModeRunsRTL433WithoutDecoders() throws {
