@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make demo: the sim board end to end. A recorded doorbell press goes through rtl_433, another
-# bell's receiver-pin timeline through the agent's own OOK decoder (the GPIO path); the agent
+# bell's receiver-pin timeline through the agent's own OOK decoder (the GPIO path), a BLE
+# capture (BTHome button, a visitor's iBeacon) through the BLE decoders and trackers; the agent
 # rings the local chime at once and sends each press (decode → press → durable outbox → signed
 # HTTPS) to the reference receiver, which verifies both signatures and prints the event. Then
 # `agentctl status`, then everything stops.
@@ -49,13 +50,13 @@ echo "demo: receiver listening on https://127.0.0.1:$port"
 "$agent" run --config "$config" 2> "$work/agent.log" &
 pids+=($!)
 
-echo "demo: agent replaying board/sim/recordings/front-door.ook (rtl_433) and back-door.vcd (GPIO receiver timeline) ..."
+echo "demo: agent replaying board/sim/recordings/front-door.ook (rtl_433), back-door.vcd (GPIO receiver timeline) and garden.btsnoop (BLE capture) ..."
 delivered=""
 for _ in $(seq 1 300); do
   status=$("$agentctl" status --json --socket "$work/control.sock" 2>/dev/null || true)
   finished=$(grep -o '"state":"finished"' <<<"$status" | wc -l || true)
   events=$(grep -c '^EVENT ' "$work/cloud.log" || true)
-  if [[ "$finished" -ge 2 && "$status" == *'"depth":0'* && "$events" -ge 2 ]]; then
+  if [[ "$finished" -ge 3 && "$status" == *'"depth":0'* && "$events" -ge 5 ]]; then
     delivered=yes; break
   fi
   sleep 0.1

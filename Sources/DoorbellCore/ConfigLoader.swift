@@ -168,7 +168,7 @@ public enum ConfigLoader {
             }
             if let t = radio.table("ble") {
                 let enabled = t.bool("enabled") ?? true
-                if let b = readBLE(t), enabled {
+                if let b = readBLE(t, baseDir: baseDir, checks: checks), enabled {
                     ble = b
                     radios.append("ble")
                 }
@@ -296,9 +296,9 @@ public enum ConfigLoader {
 
     static let knownRadios = ["rtl433", "ook", "ble"]
 
-    static func readBLE(_ t: TableReader) -> BLERadioSettings? {
+    static func readBLE(_ t: TableReader, baseDir: String, checks: ConfigFileChecks) -> BLERadioSettings? {
         let kind = t.string("transport", hint: "how the controller is reached: transport = \"hci\" (kernel, device = \"hci0\"), \"serial\" (H4 UART, path = \"/dev/ttyACM0\") or \"tcp\" (H4, address = \"127.0.0.1:9100\")")
-        let keys = ["device", "path", "baud", "flow_control", "address"]
+        let keys = ["device", "path", "baud", "flow_control", "address", "replay"]
         var transport: HCITransportKind?
         switch kind {
         case "hci"?:
@@ -321,9 +321,19 @@ public enum ConfigLoader {
             } else if t.has("address") {
                 t.report("address", "must be host:port, e.g. \"127.0.0.1:9100\" or \"[::1]:9100\"")
             }
+        case "replay"?:
+            if let files = t.stringArray("replay"), !files.isEmpty {
+                let paths = files.map { resolve($0, baseDir: baseDir) }
+                for p in paths where !checks.isReadableFile(p) {
+                    t.report("replay", "cannot read capture \(p). Check the path (relative paths start at the config file's folder).")
+                }
+                transport = .replay(files: paths)
+            } else {
+                t.report("replay", "is required with transport = \"replay\": the btsnoop captures to play (agentctl capture makes them)")
+            }
         case let other?:
             keys.forEach(t.markUsed)
-            t.report("transport", "unknown transport \"\(other)\"; use \"hci\", \"serial\" or \"tcp\"")
+            t.report("transport", "unknown transport \"\(other)\"; use \"hci\", \"serial\", \"tcp\" or \"replay\"")
         case nil:
             keys.forEach(t.markUsed)
         }

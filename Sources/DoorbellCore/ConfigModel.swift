@@ -284,6 +284,8 @@ public enum HCITransportKind: Sendable, Equatable {
     case serial(path: String, baud: Int, flowControl: Bool)
     /// H4 over TCP (a dongle behind ser2net; the tests' virtual controller).
     case tcp(host: String, port: Int)
+    /// btsnoop captures played as the radio (the simulated board, support cases).
+    case replay(files: [String])
 }
 
 public struct BLERadioSettings: Sendable, Equatable {

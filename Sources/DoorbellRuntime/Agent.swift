@@ -75,7 +75,16 @@ public final class Agent: @unchecked Sendable {
 
     func makeBLERadio(_ config: AgentConfig) -> BLERadio? {
         guard let settings = config.ble else { return nil }
-        return BLERadio(settings: settings, log: log) { [unowned self] input in ingest(ble: input) }
+        let radio = BLERadio(settings: settings, log: log) { [unowned self] input in ingest(ble: input) }
+        let raw = rawFeed
+        radio.tap.withLock {
+            $0 = { packet, received in
+                guard raw.hasFollowers else { return }
+                raw.publish(.object([("radio", .string("ble")), ("h4", .string(packet.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined())),
+                                     ("rx", .bool(received)), ("t", .number(Double(Clocks.wallMicros())))]))
+            }
+        }
+        return radio
     }
 
     /// The last packet id and counter per BTHome button, so a re-broadcast or a replay after a
@@ -118,6 +127,11 @@ public final class Agent: @unchecked Sendable {
             var events: [AgentEvent] = []
             switch input {
             case let .report(r): events = p.handle(report: r, at: time, radioHealthy: healthy)
+            case let .replayed(r, mono):
+                var t = time
+                t.monoMicros = mono
+                events = p.handle(report: r, at: t, radioHealthy: true)
+                for i in events.indices { events[i].monotonicMicros = time.monoMicros }
             case .tick: events = p.tick(at: time, radioHealthy: healthy)
             case let .health(ok): if ok { p.radioRecovered(at: time) }
             }
@@ -127,10 +141,6 @@ public final class Agent: @unchecked Sendable {
         if let problem { log.warning("ble.refused", [("problem", problem)]) }
         // Before the events: a press is only forwarded once its packet id is on disk.
         if let memory { saveBLEMemory(memory) }
-        if rawFeed.hasFollowers, case let .report(r) = input {
-            rawFeed.publish(.object([("radio", .string("ble")), ("address", .string(r.addressString)), ("rssi", r.rssi.map { .number(Double($0)) } ?? .null),
-                                     ("data", .string(r.data.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()))]))
-        }
         for event in events { accept(event) }
     }
 

@@ -10,6 +10,8 @@ import Glibc
 
 public enum BLERadioInput: Sendable {
     case report(BLEAdvertisingReport)
+    /// A replayed report, on the capture's timeline placed after the agent's start.
+    case replayed(BLEAdvertisingReport, monoMicros: Int64)
     /// Periodic while the radio runs: lets presence time out.
     case tick
     /// The scanner stalled (false) or delivers again (true).
@@ -35,6 +37,8 @@ public final class BLERadio: @unchecked Sendable {
     private var framer = H4Framer()
     private var credits = 1
     private var lastReport: Int64 = 0
+    /// Every H4 packet in (true) and out (false), for `agentctl capture`; nil when nobody captures.
+    public let tap = Locked<(@Sendable ([UInt8], Bool) -> Void)?>(nil)
     /// The presence tick: once a second while the radio runs (cheap; no I/O).
     static let tickMicros: Int64 = 1_000_000
 
@@ -48,7 +52,7 @@ public final class BLERadio: @unchecked Sendable {
         _ = pipe(&stopPipe)
         for fd in stopPipe where fd >= 0 { setCloseOnExec(fd) }
         startThread(name: "radio-ble") { [self] in
-            supervise()
+            if case let .replay(files) = settings.transport { replay(files) } else { supervise() }
             done.signal()
         }
     }
@@ -121,7 +125,9 @@ public final class BLERadio: @unchecked Sendable {
             guard try waitEvents(t, until: deadline, want: nil) == nil else { break }
             if Clocks.monotonicMicros() >= deadline { throw HCIError(description: "\(t.name): controller gave no command credit for \(settings.commandTimeoutMs) ms") }
         }
-        try t.write(H4Framer.command(opcode, params))
+        let packet = H4Framer.command(opcode, params)
+        tap.snapshot?(packet, false)
+        try t.write(packet)
         credits = max(0, credits - 1)
         while true {
             if let result = try waitEvents(t, until: deadline, want: opcode) {
@@ -159,7 +165,9 @@ public final class BLERadio: @unchecked Sendable {
             if isStopping { throw HCIError(description: "stopping") }
             if n == 0 { return nil }
             for packet in framer.feed(try t.read()) {
-                guard case let .event(bytes) = packet, let event = HCIEvent.parse(bytes) else { continue }
+                guard case let .event(bytes) = packet else { continue }
+                tap.snapshot?([0x04] + bytes, true)
+                guard let event = HCIEvent.parse(bytes) else { continue }
                 switch event {
                 case let .commandComplete(opcode, numCommands, ret):
                     credits = Int(numCommands)
@@ -190,6 +198,42 @@ public final class BLERadio: @unchecked Sendable {
             sink(.health(true))
         }
         for r in reports { sink(.report(r)) }
+    }
+
+    // MARK: Replay
+
+    /// btsnoop captures: every received advertising report, on the capture's own timing, placed
+    /// a minute apart per file so visits and presses of different captures never merge.
+    private func replay(_ files: [String]) {
+        status.withLock { $0.state = .running }
+        var base = Clocks.monotonicMicros()
+        for file in files {
+            if isStopping { return }
+            guard let bytes = readFile(file, maxBytes: 256 << 20) else {
+                let message = "\(file): cannot read: \(errnoText())"
+                status.withLock { $0.lastError = message }
+                log.error("radio.replay_failed", [("radio", "ble"), ("error", message)])
+                continue
+            }
+            let records: [BTSnoopRecord]
+            do { records = try BTSnoop.read(bytes) } catch {
+                status.withLock { $0.lastError = "\(file): \(error.description)" }
+                log.error("radio.replay_failed", [("radio", "ble"), ("file", file), ("error", error.description)])
+                continue
+            }
+            let origin = records.first?.timeMicros ?? 0
+            var last: Int64 = 0
+            for r in records where r.received && r.packet.first == 0x04 {
+                guard case let .advertisingReports(reports)? = HCIEvent.parse(Array(r.packet.dropFirst())) else { continue }
+                last = max(last, r.timeMicros - origin)
+                status.withLock { $0.lines += reports.count }
+                for report in reports { sink(.replayed(report, monoMicros: base + last)) }
+            }
+            log.info("radio.replayed", [("radio", "ble"), ("file", file), ("records", String(records.count))])
+            base += last + 60_000_000
+        }
+        status.withLock { $0.state = .finished }
+        log.info("radio.replay_finished", [("radio", "ble")])
     }
 
     // MARK: Bring-up and scanning

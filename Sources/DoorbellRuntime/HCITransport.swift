@@ -51,6 +51,8 @@ public final class HCITransport: @unchecked Sendable {
             return HCITransport(fd: fd, name: path)
         case let .tcp(host, port):
             return try connectTCP(host: host, port: port)
+        case .replay:
+            throw HCIError(description: "a btsnoop replay has no transport")
         }
     }
 

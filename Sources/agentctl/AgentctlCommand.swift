@@ -244,11 +244,16 @@ extension AgentctlCommand {
             let deadline = Clocks.monotonicMicros() + Int64(seconds) * 1_000_000
             var lines = 0
             var pulses: [Pulse] = []
+            var hci: [BTSnoopRecord] = []
             do {
                 // A quiet air sends nothing: check the deadline every second anyway.
                 try ControlClient.stream(path: options.socket, .object([("command", .string("capture"))]), idleSeconds: 1,
                                          onIdle: { Clocks.monotonicMicros() < deadline }) { value in
-                    if case let .array(p)? = value["pulse"], p.count == 2, let h = p[0].intValue, let l = p[1].intValue, pulses.count < 2_000_000 {
+                    if let h4 = value["h4"]?.stringValue, hci.count < 2_000_000 {
+                        let hex = Array(h4.utf8)
+                        let bytes = stride(from: 0, to: hex.count - 1, by: 2).compactMap { UInt8(String(decoding: hex[$0..<$0 + 2], as: UTF8.self), radix: 16) }
+                        hci.append(BTSnoopRecord(timeMicros: Int64(value["t"]?.doubleValue ?? 0), received: value["rx"]?.boolValue ?? true, packet: bytes))
+                    } else if case let .array(p)? = value["pulse"], p.count == 2, let h = p[0].intValue, let l = p[1].intValue, pulses.count < 2_000_000 {
                         pulses.append(Pulse(high: Int(h), low: Int(l)))
                     } else if let line = value["line"]?.stringValue {
                         var bytes = Array(line.utf8)
@@ -271,7 +276,19 @@ extension AgentctlCommand {
                 }
                 print("captured \(pulses.count) OOK pulse(s) in \(seconds) s to \(ookPath)")
             }
-            if lines > 0 || pulses.isEmpty { print("captured \(lines) line(s) in \(seconds) s to \(out)") }
+            if !hci.isEmpty {
+                let path = out.hasSuffix(".btsnoop") ? out : out + ".btsnoop"
+                if path == out { ftruncate(fd, 0) }
+                let bytes = BTSnoop.file(hci)
+                let f = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+                guard f >= 0, bytes.withUnsafeBytes({ write(f, $0.baseAddress, $0.count) }) == bytes.count else {
+                    FileHandleErr.write("agentctl: cannot write \(path): \(errnoText())")
+                    throw ExitCode(73)
+                }
+                close(f)
+                print("captured \(hci.count) HCI packet(s) in \(seconds) s to \(path) (btmon -r \(path); doorbell-agent replay \(path))")
+            }
+            if lines > 0 || (pulses.isEmpty && hci.isEmpty) { print("captured \(lines) line(s) in \(seconds) s to \(out)") }
         }
     }
 

@@ -78,7 +78,7 @@ extension DoorbellAgentCommand {
 
         func run() throws {
             let cfg = try loadConfig(file)
-            print("\(file): OK — gateway \(cfg.gatewayID), \(cfg.devices.count) device(s), radio rtl433 \(cfg.rtl433 == nil ? "off" : "on"), radio ook \(cfg.ook.map { "on (\($0.source.rawValue))" } ?? "off"), uplink \(cfg.uplink?.url ?? "not configured")")
+            print("\(file): OK — gateway \(cfg.gatewayID), \(cfg.devices.count) device(s), radio rtl433 \(cfg.rtl433 == nil ? "off" : "on"), radio ook \(cfg.ook.map { "on (\($0.source.rawValue))" } ?? "off"), radio ble \(cfg.ble == nil ? "off" : "on"), \(cfg.regions.count) region(s), uplink \(cfg.uplink?.url ?? "not configured")")
         }
     }
 
@@ -89,20 +89,23 @@ extension DoorbellAgentCommand {
             Takes rtl_433 JSON lines (.json/.jsonl: each line's own `time` drives the tracker, so a
             recording replays with its real spacing) and OOK timelines (.ook rtl_433 pulse data,
             .vcd value change dumps: the agent's own EV1527/PT2262/rc-switch decoder, as on a GPIO
-            receiver; each event names the protocol, code and time unit). No network, no outbox.
+            receiver; each event names the protocol, code and time unit), and .btsnoop HCI captures
+            (BTHome buttons and iBeacon regions; agentctl capture writes them). No network, no outbox.
             Without --config every decoded transmitter counts as a device.
             """)
 
         @Option(name: .long, help: "Config file whose devices and tracker settings to use.")
         var config: String?
 
-        @Argument(help: "rtl_433 JSON line files (rtl_433 -F json output), .ook or .vcd timelines.")
+        @Argument(help: "rtl_433 JSON line files (rtl_433 -F json output), .ook or .vcd timelines, .btsnoop captures.")
         var files: [String]
 
         func run() throws {
             let cfg = try config.map(loadConfig)
             var ook = OOKPipeline(directory: cfg.map { DeviceDirectory(devices: $0.devices) }, button: cfg?.button ?? ButtonTracker.Settings(),
                                   decoder: cfg?.ook?.decoder ?? OOKDecoder.Settings(), glitchMicros: Int64(cfg?.ook?.glitchMicros ?? 80))
+            var ble = BLEPipeline(devices: cfg?.devices ?? [], regions: cfg?.regions ?? [])
+            ble.learnAll = cfg == nil
             var pipeline = RFPipeline(radio: "rtl433", directory: cfg.map { DeviceDirectory(devices: $0.devices) },
                                       settings: cfg?.button ?? ButtonTracker.Settings())
             let startWall = Clocks.wallMicros()
@@ -117,6 +120,28 @@ extension DoorbellAgentCommand {
                 guard let bytes = readFile(file, maxBytes: 256 << 20) else {
                     printError("\(file): cannot read: \(errnoText())")
                     throw ExitCode(66)
+                }
+                if file.hasSuffix(".btsnoop") || file.hasSuffix(".log") && bytes.starts(with: BTSnoop.magic) {
+                    let records: [BTSnoopRecord]
+                    do { records = try BTSnoop.read(bytes) } catch {
+                        printError("\(file): \(error.description)")
+                        throw ExitCode(65)
+                    }
+                    let origin = records.first?.timeMicros ?? 0
+                    for r in records where r.received && r.packet.first == 0x04 {
+                        guard case let .advertisingReports(reports)? = HCIEvent.parse(Array(r.packet.dropFirst())) else { continue }
+                        let mono = fileStart + r.timeMicros - origin
+                        lastTime = mono
+                        for report in reports {
+                            for event in ble.handle(report: report, at: ReceiveTime(monoMicros: mono, wallMicros: r.timeMicros, clockSynced: true)) {
+                                sequence += 1
+                                let id = UUIDv7.make(unixMillis: r.timeMicros / 1000, random: &rng)
+                                print(String(decoding: event.body(id: id, sequence: sequence, gatewayID: cfg?.gatewayID ?? "replay",
+                                                                  agentVersion: AgentVersion.current), as: UTF8.self))
+                            }
+                        }
+                    }
+                    continue
                 }
                 if file.hasSuffix(".ook") || file.hasSuffix(".vcd") {
                     let edges: [VCDEdge]
@@ -159,6 +184,11 @@ extension DoorbellAgentCommand {
                 }
             }
             let c = pipeline.counters
+            let b = ble.counters
+            if b.reports > 0 {
+                let beacons = ble.heard.values.filter { $0.kind == "ibeacon" }.map(\.identity).sorted()
+                printError("replay: BLE \(b.reports) reports, \(b.bthome) BTHome, \(b.ibeacons) iBeacon (\(beacons.joined(separator: ", "))), \(b.replaysRefused) replays refused, \(b.decryptFailures) bad MICs")
+            }
             let d = ook.decoder.counters
             if d.pulses > 0 {
                 printError("replay: OOK \(d.pulses) pulses, \(ook.edges.counters.glitches) glitches folded, \(d.words) words, \(d.codes) confirmed, \(d.rejected) rejected stretches")

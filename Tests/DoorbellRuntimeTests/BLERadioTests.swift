@@ -154,6 +154,57 @@ final class BLERadioTests: XCTestCase {
         XCTAssertEqual(memory["C0:11:22:33:44:03"]?["counter"]?.intValue, 11)
     }
 
+    func testCapturesAreBtsnoopThatBtmonReadsAndThatReplayToTheSamePresses() throws {
+        try requireHarness()
+        let dir = try TempDir()
+        let scenario = """
+        {"name": "capture",
+         "advertisers": [{"id": "button", "kind": "bthome_button", "address": "C0:11:22:33:44:02", "battery": 60, "initial_packet_id": 10}],
+         "events": [
+           {"t": 1.5, "id": "button", "action": "press", "duration": 0.6, "event": "press"},
+           {"t": 3.0, "id": "button", "action": "press", "duration": 0.6, "event": "triple_press"}]}
+        """
+        let radio = try startRadio(dir, scenario: scenario)
+        defer { radio.child.stop() }
+        let socket = dir.file("control.sock")
+        let config = try dir.write("agent.toml", """
+        \(agentHeader(dir, socket: socket))
+        [clock]
+        require_sync = false
+        [radio.ble]
+        transport = "tcp"
+        address = "127.0.0.1:\(radio.port)"
+        [[device]]
+        id = "side-door"
+        match = { address = "C0:11:22:33:44:02" }
+        """)
+        let agent = try startAgent(dir, config: config, socket: socket)
+        defer { agent.stop() }
+        let out = dir.file("capture.btsnoop")
+        let r = try runCommand(Paths.agentctlBinary, ["capture", "--seconds", "6", "--out", out, "--socket", socket])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        XCTAssertTrue(r.stdout.contains("HCI packet(s)"), r.stdout)
+        let live = agentStatus(socket)?["events"]
+        XCTAssertEqual(live?["doorbell.pressed"]?.intValue, 1)
+        XCTAssertEqual(live?["doorbell.triple_pressed"]?.intValue, 1)
+
+        // BlueZ's btmon reads what we wrote.
+        if FileManager.default.isExecutableFile(atPath: "/usr/bin/btmon") {
+            let b = try runCommand("/usr/bin/btmon", ["-r", out])
+            XCTAssertEqual(b.status, 0, b.stderr)
+            XCTAssertTrue(b.stdout.contains("LE Advertising Report") || b.stdout.contains("LE Extended Advertising Report"), String(b.stdout.prefix(2000)))
+            XCTAssertTrue(b.stdout.contains("C0:11:22:33:44:02"), String(b.stdout.prefix(2000)))
+        } else {
+            XCTFail("btmon missing: make test installs bluez")
+        }
+
+        // And the capture replays to the same presses.
+        let replay = try runCommand(Paths.agentBinary, ["replay", "--config", config, out])
+        XCTAssertEqual(replay.status, 0, replay.stderr)
+        let types = replay.stdout.split(separator: "\n").compactMap { try? JSONReader.parse(String($0)) }.compactMap { $0["type"]?.stringValue }
+        XCTAssertEqual(types, ["doorbell.pressed", "doorbell.triple_pressed"], replay.stderr)
+    }
+
     func testAStalledControllerIsDegradedAndHoldsDepartures() throws {
         try requireHarness()
         let dir = try TempDir()

@@ -44,8 +44,13 @@ public struct BLEPipeline: Sendable {
     public var buttonMemoryChanged: Bool { buttons.changed }
     public mutating func buttonMemorySaved() { buttons.markSaved() }
 
+    /// Replay without a config: every BTHome advertiser counts as a button of its own.
+    public var learnAll = false
+
     func device(address: String) -> DeviceConfig? {
-        devices.first { d in d.match.fields.contains { $0.0 == "address" && $0.1 == .text(address) } }
+        if let d = devices.first(where: { d in d.match.fields.contains { $0.0 == "address" && $0.1 == .text(address) } }) { return d }
+        guard learnAll else { return nil }
+        return DeviceConfig(id: address, name: "BTHome " + address, radio: "ble", match: RTL433Match(fields: [("address", .text(address))]))
     }
 
     public mutating func handle(report: BLEAdvertisingReport, at time: ReceiveTime, radioHealthy: Bool = true) -> [AgentEvent] {
