@@ -1,4 +1,4 @@
-// BTHome v2 (service data, UUID 0xFCD2): a device-info byte (bit 0 encrypted, bit 2
+// BTHome v2 (service data, UUID 0xFCD2; object table as of bthome.io and bthome-ble 3.25): a device-info byte (bit 0 encrypted, bit 2
 // trigger-based, bits 5–7 version), then objects `id value` in ascending id order. Objects this
 // agent uses are read (packet id 0x00, battery 0x01, button events 0x3A — several 0x3A objects are
 // several buttons, in order); every other known id is skipped by its length; an unknown id ends
@@ -99,12 +99,12 @@ public enum BTHomeDecoder {
     /// Value length of each known object id (0 = variable: the first value byte is the length).
     static let lengths: [UInt8: Int] = {
         var t: [UInt8: Int] = [:]
-        for id: UInt8 in [0x00, 0x01, 0x09, 0x0F, 0x10, 0x11, 0x2E, 0x2F, 0x3A, 0x46, 0x57, 0x58, 0x59, 0x60] { t[id] = 1 }
+        for id: UInt8 in [0x00, 0x01, 0x09, 0x0F, 0x10, 0x11, 0x2E, 0x2F, 0x3A, 0x46, 0x57, 0x58, 0x59, 0x60, 0x64, 0x65] { t[id] = 1 }
         for id: UInt8 in 0x15...0x2D { t[id] = 1 }
         for id: UInt8 in [0x02, 0x03, 0x06, 0x07, 0x08, 0x0C, 0x0D, 0x0E, 0x12, 0x13, 0x14, 0x3C, 0x3D, 0x3F, 0x40, 0x41, 0x43, 0x44,
-                          0x45, 0x47, 0x48, 0x49, 0x4A, 0x51, 0x52, 0x56, 0x5A, 0x5D, 0x5E, 0x5F, 0xF0] { t[id] = 2 }
+                          0x45, 0x47, 0x48, 0x49, 0x4A, 0x51, 0x52, 0x56, 0x5A, 0x5D, 0x5E, 0x5F, 0x61, 0xF0] { t[id] = 2 }
         for id: UInt8 in [0x04, 0x05, 0x0A, 0x0B, 0x42, 0x4B, 0xF2] { t[id] = 3 }
-        for id: UInt8 in [0x3E, 0x4C, 0x4D, 0x4E, 0x4F, 0x50, 0x55, 0x5B, 0x5C, 0xF1] { t[id] = 4 }
+        for id: UInt8 in [0x3E, 0x4C, 0x4D, 0x4E, 0x4F, 0x50, 0x55, 0x5B, 0x5C, 0x62, 0x63, 0xF1] { t[id] = 4 }
         t[0x53] = 0 // text
         t[0x54] = 0 // raw
         return t
@@ -149,8 +149,9 @@ public enum BTHomeDecoder {
             guard valueStart + length <= payload.count else { packet.truncated = true; break }
             let value = payload[valueStart]
             switch id {
-            case 0x00: packet.packetID = value
-            case 0x01: packet.battery = value
+            // A repeated object is a second sensor of that kind; the first is the device's own.
+            case 0x00: packet.packetID = packet.packetID ?? value
+            case 0x01: packet.battery = packet.battery ?? value
             case 0x3A: packet.buttons.append(BTHomeButtonEvent(rawValue: value) ?? .none)
             default: break
             }
