@@ -249,6 +249,47 @@ final class BLERadioTests: XCTestCase {
         XCTAssertTrue(agent.stderr.contains("radio.ble_stalled"))
     }
 
+    func testTheBaseStationAdvertisesExactlyItsConfiguredIBeacon() throws {
+        try requireHarness()
+        let dir = try TempDir()
+        // The agent's controller and a second, scan-only controller share one virtual air.
+        let ready = dir.file("observer-ready.json")
+        let seen = dir.file("observed.jsonl")
+        let observer = try Child(Self.python, [Paths.repoRoot + "/Tests/helpers/ble_beacon_observer.py", "--ready-file", ready,
+                                               "--out", seen, "--max-seconds", "60"], dir: dir, name: "observer")
+        defer { observer.stop() }
+        eventually(30, "observer ready") { FileManager.default.fileExists(atPath: ready) }
+        let port = try JSONReader.parse(String(contentsOfFile: ready, encoding: .utf8))["port"]?.intValue ?? 0
+        let socket = dir.file("control.sock")
+        let config = try dir.write("agent.toml", """
+        \(agentHeader(dir, socket: socket))
+        [clock]
+        require_sync = false
+        [radio.ble]
+        transport = "tcp"
+        address = "127.0.0.1:\(port)"
+        [beacon]
+        uuid = "a1b2c3d4-0000-4000-8000-00000000d00b"
+        major = 4660
+        minor = 22136
+        measured_power = -61
+        interval_ms = 100
+        """)
+        let agent = try startAgent(dir, config: config, socket: socket)
+        defer { agent.stop() }
+        func adverts() -> [JSONValue] {
+            ((try? String(contentsOfFile: seen, encoding: .utf8)) ?? "").split(separator: "\n").compactMap { try? JSONReader.parse(String($0)) }
+                .filter { $0["address"]?.stringValue == "F0:F0:F0:00:00:01" }
+        }
+        eventually(20, "the observer hears the base station") { adverts().count >= 10 }
+        // Written out by hand from the iBeacon format: flags, Apple company id, type 0x02, length
+        // 0x15, the UUID, major 0x1234, minor 0x5678, measured power −61 (0xC3).
+        let expected = "020104" + "1aff4c000215" + "a1b2c3d400004000800000000000d00b" + "1234" + "5678" + "c3"
+        XCTAssertEqual(Set(adverts().compactMap { $0["data_hex"]?.stringValue }), [expected])
+        // And it still scans while it advertises.
+        XCTAssertEqual(agentStatus(socket)?["radios"]?.arrayValues?.first?["state"]?.stringValue, "running")
+    }
+
     func testKernelHCIWithoutBluetoothSaysSo() throws {
         try requireFile(Paths.agentBinary, "doorbell-agent")
         let dir = try TempDir()
