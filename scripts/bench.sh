@@ -25,6 +25,14 @@ row() { rows+=("$1|$2|$3|$4"); printf '%-34s %14s %-9s %s\n' "$1" "$2" "$3" "$4"
 # In-process figures.
 while IFS=$'\t' read -r name value unit method; do row "$name" "$value" "$unit" "$method"; done < <("$rel/doorbell-bench" "$work")
 
+# Side by side: the same advert corpus through the Python parsers Home Assistant uses.
+py=$(scripts/venv.sh)
+ours=$(awk -F'\t' '$1=="ble_decode_adverts_per_s" {print $2}' <(printf '%s\n' "${rows[@]}" | tr '|' '\t'))
+ref=$("$py" Tests/helpers/ble_reference.py --bench 3 "$work/ble-corpus.jsonl" | python3 -c 'import json,sys; print(round(json.load(sys.stdin)["adverts_per_s"]))')
+row "ble_python_reference_per_s" "$ref" "adverts/s" "same corpus through ibeacon-ble 1.2.0 + bthome-ble 3.25.0 (CPython 3.11, one core): ours is $(python3 -c "print(round($ours/$ref))")× faster"
+theengs=$("$py" Tests/helpers/ble_reference.py --bench 3 --theengs "$work/ble-corpus.jsonl" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(round(d["adverts_per_s"]), d["decoded_per_round"])')
+row "ble_theengs_per_s" "${theengs% *}" "adverts/s" "same corpus through TheengsDecoder 2.5.0 decodeBLE (C++ core; it decodes the iBeacons, ${theengs#* } per round, but none of these BTHome v2 adverts): ours is $(python3 -c "print(round($ours/${theengs% *}))")× faster"
+
 # Binary size.
 cp "$rel/doorbell-agent" "$work/agent.stripped"; strip "$work/agent.stripped"
 row "binary_size_stripped" "$(( $(stat -c %s "$work/agent.stripped") / 1024 / 1024 ))" "MiB" "doorbell-agent, release, --static-swift-stdlib, stripped"

@@ -16,6 +16,7 @@ struct Bench {
         let dir = args.first ?? "/tmp"
         decodeRate()
         ookDecodeRate()
+        bleDecodeRate(dir: dir)
         durableAppend(dir: dir)
     }
 
@@ -94,6 +95,83 @@ struct Bench {
         let seconds = Double(Clocks.monotonicMicros() - start) / 1e6
         emit("ook_pulses_per_s", Double(pulsesSeen) / seconds, "pulses/s",
              "\(pulsesSeen) receiver pulses (40 EV1527 presses between noise bursts, \(rounds) rounds) through glitch filter, OOKDecoder (6 protocols), device match and ButtonTracker on one core (\(events) events, \(other) not presses)")
+    }
+
+    /// HCI advertising reports through the whole BLE path, and through the decoders alone (the
+    /// part the Python parsers do, for the side-by-side in bench.sh, which reads the corpus this
+    /// writes to DIR/ble-corpus.jsonl).
+    static func bleDecodeRate(dir: String) {
+        var rng = SeededRandom(seed: 5)
+        func bytes(_ n: Int) -> [UInt8] { (0..<n).map { _ in UInt8.random(in: 0...255, using: &rng) } }
+        let key: [UInt8] = Array(0x40..<0x50)
+        let button: [UInt8] = [0xC0, 0x11, 0x22, 0x33, 0x44, 0x02]
+        let gate: [UInt8] = [0xC0, 0x11, 0x22, 0x33, 0x44, 0x03]
+        let uuid: [UInt8] = [0xE2, 0xC5, 0x6D, 0xB5, 0xDF, 0xFB, 0x48, 0xD2, 0xB0, 0x60, 0xD0, 0xF5, 0xA7, 0x10, 0x96, 0xE0]
+        var adverts: [(address: [UInt8], data: [UInt8], key: [UInt8]?)] = []
+        for i in 0..<2_000 {
+            switch i % 10 {
+            case 0..<4:
+                let sd = BTHomeDecoder.encode(objects: [0x00, UInt8(i / 10 & 0xFF), 0x01, 90, 0x3A, 0x01], triggerBased: true, address: button, bindkey: nil)
+                adverts.append((button, [0x02, 0x01, 0x06, UInt8(sd.count + 3), 0x16, 0xD2, 0xFC] + sd, nil))
+            case 4:
+                let sd = BTHomeDecoder.encode(objects: [0x00, UInt8(i / 10 & 0xFF), 0x01, 90, 0x3A, 0x01], triggerBased: true, address: gate, bindkey: key, counter: UInt32(i))
+                adverts.append((gate, [0x02, 0x01, 0x06, UInt8(sd.count + 3), 0x16, 0xD2, 0xFC] + sd, key))
+            case 5..<8:
+                let b = IBeacon(uuid: uuid, major: 100, minor: UInt16(i % 3), measuredPower: -59)
+                adverts.append((bytes(6), [0x02, 0x01, 0x06, 26, 0xFF] + b.manufacturerData, nil))
+            default:
+                adverts.append((bytes(6), [0x02, 0x01, 0x06, 0x15, 0xFF] + bytes(20), nil))
+            }
+        }
+        // As the controller delivers them: H4 LE Meta events, one report each.
+        var stream: [UInt8] = []
+        for a in adverts {
+            let params: [UInt8] = [0x02, 0x01, 0x03, 0x01] + a.address.reversed() + [UInt8(a.data.count)] + a.data + [0xC4]
+            stream += [0x04, 0x3E, UInt8(params.count)] + params
+        }
+        var devices = [DeviceConfig(id: "button", name: "Button", radio: "ble", match: RTL433Match(fields: [("address", .text("C0:11:22:33:44:02"))]))]
+        var g = DeviceConfig(id: "gate", name: "Gate", radio: "ble", match: RTL433Match(fields: [("address", .text("C0:11:22:33:44:03"))]))
+        g.bindkey = key
+        devices.append(g)
+        let region = BeaconRegion(id: "door", name: "Door", uuid: uuid, major: 100)
+        let rounds = 50
+        var events = 0
+        var start = Clocks.monotonicMicros()
+        for _ in 0..<rounds {
+            var framer = H4Framer()
+            var pipeline = BLEPipeline(devices: devices, regions: [region])
+            var t: Int64 = 0
+            for packet in framer.feed(stream) {
+                guard case let .event(e) = packet, case let .advertisingReports(reports)? = HCIEvent.parse(e) else { continue }
+                for r in reports {
+                    t += 1_000
+                    events += pipeline.handle(report: r, at: ReceiveTime(monoMicros: t, wallMicros: t, clockSynced: true)).count
+                }
+            }
+        }
+        var seconds = Double(Clocks.monotonicMicros() - start) / 1e6
+        emit("ble_reports_per_s", Double(rounds * adverts.count) / seconds, "reports/s",
+             "\(rounds * adverts.count) HCI LE advertising reports (40 % BTHome buttons, 10 % AES-CCM encrypted, 30 % iBeacon, 20 % noise) through H4 framing, event parse, AD walk, decoders, BTHomeButtonTracker and PresenceTracker on one core (\(events) events)")
+        // Decoders alone: what ibeacon-ble and bthome-ble do per advert.
+        var decoded = 0
+        start = Clocks.monotonicMicros()
+        for _ in 0..<rounds {
+            for a in adverts {
+                let (ad, _) = ADWalker.walk(a.data)
+                if IBeaconDecoder.decode(ad) != nil { decoded += 1 }
+                if let sd = ADWalker.serviceData(ad, uuid16: BTHomeDecoder.uuid16), (try? BTHomeDecoder.decode(sd, address: a.address, bindkey: a.key)) != nil { decoded += 1 }
+            }
+        }
+        seconds = Double(Clocks.monotonicMicros() - start) / 1e6
+        emit("ble_decode_adverts_per_s", Double(rounds * adverts.count) / seconds, "adverts/s",
+             "same corpus, AD walk + iBeacon + BTHome (incl. AES-CCM) decoders only, one core (\(decoded / rounds) decoded per round)")
+        var corpus = ""
+        for a in adverts {
+            func hex(_ b: [UInt8]) -> String { b.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined() }
+            let addr = a.address.map { ($0 < 16 ? "0" : "") + String($0, radix: 16, uppercase: true) }.joined(separator: ":")
+            corpus += "{\"address\":\"\(addr)\",\"data_hex\":\"\(hex(a.data))\"" + (a.key.map { ",\"bindkey_hex\":\"\(hex($0))\"" } ?? "") + "}\n"
+        }
+        _ = try? writeSmallFile(dir + "/ble-corpus.jsonl", corpus)
     }
 
     /// Frame → durable event: one outbox transaction (WAL, synchronous=FULL) per event.

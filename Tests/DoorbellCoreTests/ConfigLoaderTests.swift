@@ -113,7 +113,7 @@ import Testing
         Case(name: "gpio pulse without chip", toml: base + "\n[[action]]\ngpio_pulse = { line = 17 }\n",
              expected: "action[0].gpio_pulse.chip: is required"),
         Case(name: "ble unknown transport", toml: "gateway_id = \"gw\"\n[radio.ble]\ntransport = \"usb\"\n",
-             expected: "radio.ble.transport: unknown transport \"usb\"; use \"hci\", \"serial\" or \"tcp\""),
+             expected: "radio.ble.transport: unknown transport \"usb\"; use \"hci\", \"serial\", \"tcp\" or \"replay\""),
         Case(name: "ble bad hci name", toml: "gateway_id = \"gw\"\n[radio.ble]\ntransport = \"hci\"\ndevice = \"bt0\"\n",
              expected: "radio.ble.device: must name a controller like \"hci0\""),
         Case(name: "ble odd baud", toml: "gateway_id = \"gw\"\n[radio.ble]\ntransport = \"serial\"\npath = \"/dev/ttyACM0\"\nbaud = 123456\n",
