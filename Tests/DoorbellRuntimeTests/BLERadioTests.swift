@@ -188,6 +188,14 @@ final class BLERadioTests: XCTestCase {
         XCTAssertEqual(live?["doorbell.pressed"]?.intValue, 1)
         XCTAssertEqual(live?["doorbell.triple_pressed"]?.intValue, 1)
 
+        // The installer's view: what is around, with a ready snippet for it.
+        let scan = try runCommand(Paths.agentctlBinary, ["scan", "--seconds", "0", "--json", "--socket", socket])
+        XCTAssertEqual(scan.status, 0, scan.stderr)
+        let heard = try JSONReader.parse(scan.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        let button = heard.arrayValues?.first { $0["radio"]?.stringValue == "ble" && $0["identity"]?.stringValue == "C0:11:22:33:44:02" }
+        XCTAssertEqual(button?["model"]?.stringValue, "bthome")
+        XCTAssertEqual(button?["device"]?.stringValue, "side-door")
+
         // BlueZ's btmon reads what we wrote.
         if FileManager.default.isExecutableFile(atPath: "/usr/bin/btmon") {
             let b = try runCommand("/usr/bin/btmon", ["-r", out])
@@ -203,6 +211,42 @@ final class BLERadioTests: XCTestCase {
         XCTAssertEqual(replay.status, 0, replay.stderr)
         let types = replay.stdout.split(separator: "\n").compactMap { try? JSONReader.parse(String($0)) }.compactMap { $0["type"]?.stringValue }
         XCTAssertEqual(types, ["doorbell.pressed", "doorbell.triple_pressed"], replay.stderr)
+    }
+
+    func testAnH4UARTCarriesTheSameScan() throws {
+        try requireHarness()
+        let dir = try TempDir()
+        // The virtual controller on a pty: the agent opens it as a serial HCI dongle (termios raw,
+        // 1 Mbit/s, RTS/CTS) and scans it exactly like the TCP one.
+        let scenario = """
+        {"name": "uart",
+         "advertisers": [{"id": "button", "kind": "bthome_button", "address": "C0:11:22:33:44:02", "battery": 70, "initial_packet_id": 3}],
+         "events": [{"t": 1.0, "id": "button", "action": "press", "duration": 0.5, "event": "long_press"}]}
+        """
+        let file = try dir.write("scenario.json", scenario)
+        let pty = dir.file("hci-pty")
+        let ready = dir.file("radio-ready.json")
+        let radio = try Child(Self.python, [Self.virtualRadio, "--pty", pty, "--scenario", file, "--max-seconds", "40",
+                                            "--truth", dir.file("truth.jsonl"), "--ready-file", ready], dir: dir, name: "virtual-radio")
+        defer { radio.stop() }
+        eventually(30, "virtual controller on its pty") { FileManager.default.fileExists(atPath: ready) }
+        let socket = dir.file("control.sock")
+        let config = try dir.write("agent.toml", """
+        \(agentHeader(dir, socket: socket))
+        [clock]
+        require_sync = false
+        [radio.ble]
+        transport = "serial"
+        path = "\(pty)"
+        baud = 1000000
+        [[device]]
+        id = "side-door"
+        match = { address = "C0:11:22:33:44:02" }
+        """)
+        let agent = try startAgent(dir, config: config, socket: socket)
+        defer { agent.stop() }
+        eventually(20, "the long press came over the UART") { agentStatus(socket)?["events"]?["doorbell.long_pressed"]?.intValue == 1 }
+        XCTAssertEqual(agentStatus(socket)?["radios"]?.arrayValues?.first?["state"]?.stringValue, "running")
     }
 
     func testAStalledControllerIsDegradedAndHoldsDepartures() throws {
