@@ -111,6 +111,14 @@ struct BLEDecoderTests {
         #expect(text.buttons == [.press] && !text.truncated)
     }
 
+    @Test func anEmptyTextObjectIsNotAnIndexOutOfRange() throws {
+        // Regression: found by the bthome, hci and ad fuzz targets (Tests/FuzzCorpus/*/crash-empty-text-object).
+        let p = try BTHomeDecoder.decode([0x40, 0x00, 0x05, 0x53, 0x00], address: [0, 0, 0, 0, 0, 0], bindkey: nil)
+        #expect(p.packetID == 5 && p.objects == 2 && !p.truncated)
+        let q = try BTHomeDecoder.decode([0x40, 0x54, 0x00, 0x3A, 0x01], address: [0, 0, 0, 0, 0, 0], bindkey: nil)
+        #expect(q.buttons == [.press])
+    }
+
     @Test func onePacketIDIsOnePressAndReplaysAreRefused() {
         var t = BTHomeButtonTracker()
         func pkt(_ id: UInt8, counter: UInt32? = nil) -> BTHomePacket {

@@ -4,7 +4,8 @@
 
 public struct ADStructure: Sendable, Equatable {
     public var type: UInt8
-    public var data: [UInt8]
+    /// A view into the report's bytes (no copy); index from `data.startIndex`.
+    public var data: ArraySlice<UInt8>
 
     public static let flags: UInt8 = 0x01
     public static let completeLocalName: UInt8 = 0x09
@@ -13,18 +14,16 @@ public struct ADStructure: Sendable, Equatable {
 }
 
 public enum ADWalker {
-    public static func walk(_ bytes: some Collection<UInt8>) -> (structures: [ADStructure], truncated: Bool) {
+    public static func walk(_ bytes: [UInt8]) -> (structures: [ADStructure], truncated: Bool) {
         var out: [ADStructure] = []
-        var i = bytes.startIndex
-        while i != bytes.endIndex {
+        out.reserveCapacity(4)
+        var i = 0
+        while i < bytes.count {
             let length = Int(bytes[i])
             if length == 0 { break }
-            let typeIndex = bytes.index(after: i)
-            guard bytes.distance(from: typeIndex, to: bytes.endIndex) >= length else { return (out, true) }
-            let dataStart = bytes.index(after: typeIndex)
-            let end = bytes.index(typeIndex, offsetBy: length)
-            out.append(ADStructure(type: bytes[typeIndex], data: Array(bytes[dataStart..<end])))
-            i = end
+            guard i + 1 + length <= bytes.count else { return (out, true) }
+            out.append(ADStructure(type: bytes[i + 1], data: bytes[(i + 2)..<(i + 1 + length)]))
+            i += 1 + length
         }
         return (out, false)
     }
@@ -32,7 +31,8 @@ public enum ADWalker {
     /// The service data for a 16-bit UUID (little-endian on the air), without the UUID.
     public static func serviceData(_ structures: [ADStructure], uuid16: UInt16) -> [UInt8]? {
         for s in structures where s.type == ADStructure.serviceData16 && s.data.count >= 2 {
-            if UInt16(s.data[0]) | UInt16(s.data[1]) << 8 == uuid16 { return Array(s.data.dropFirst(2)) }
+            let b = s.data.startIndex
+            if UInt16(s.data[b]) | UInt16(s.data[b + 1]) << 8 == uuid16 { return Array(s.data.dropFirst(2)) }
         }
         return nil
     }

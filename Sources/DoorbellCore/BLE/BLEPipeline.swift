@@ -31,12 +31,19 @@ public struct BLEPipeline: Sendable {
     public private(set) var presence: PresenceTracker
     public private(set) var buttons: BTHomeButtonTracker
     public private(set) var counters = Counters()
-    public private(set) var heard: [String: HeardAdvertiser] = [:]
+    /// Keyed by the 48-bit address: a report costs no string until something new is heard.
+    public private(set) var heard: [UInt64: HeardAdvertiser] = [:]
+    private var deviceByAddress: [UInt64: DeviceConfig] = [:]
     public private(set) var lastProblem: String?
     public static let maxHeard = 128
 
     public init(devices: [DeviceConfig], regions: [BeaconRegion], memory: [String: BTHomeButtonTracker.DeviceMemory] = [:]) {
         self.devices = devices.filter { $0.radio == "ble" }
+        for d in self.devices {
+            for case let ("address", .text(text)) in d.match.fields {
+                if let bytes = BLEAdvertisingReport.parse(address: text) { deviceByAddress[Self.key(bytes)] = d }
+            }
+        }
         presence = PresenceTracker(regions: regions)
         buttons = BTHomeButtonTracker(memory: memory)
     }
@@ -47,9 +54,12 @@ public struct BLEPipeline: Sendable {
     /// Replay without a config: every BTHome advertiser counts as a button of its own.
     public var learnAll = false
 
-    func device(address: String) -> DeviceConfig? {
-        if let d = devices.first(where: { d in d.match.fields.contains { $0.0 == "address" && $0.1 == .text(address) } }) { return d }
+    static func key(_ address: [UInt8]) -> UInt64 { address.reduce(0) { $0 << 8 | UInt64($1) } }
+
+    func device(key: UInt64, report: BLEAdvertisingReport) -> DeviceConfig? {
+        if let d = deviceByAddress[key] { return d }
         guard learnAll else { return nil }
+        let address = report.addressString
         return DeviceConfig(id: address, name: "BTHome " + address, radio: "ble", match: RTL433Match(fields: [("address", .text(address))]))
     }
 
@@ -58,22 +68,25 @@ public struct BLEPipeline: Sendable {
         presence.heardSomething(at: time.monoMicros)
         let (structures, truncated) = ADWalker.walk(report.data)
         if truncated { counters.truncatedAD += 1 }
-        let address = report.addressString
+        let key = Self.key(report.address)
         let rssi = report.rssi ?? -127
         var events: [AgentEvent] = []
 
         if let beacon = IBeaconDecoder.decode(structures) {
             counters.ibeacons += 1
-            let regionIDs = presence.regions.filter { $0.matches(beacon) }.map(\.id)
-            note(address: address, kind: "ibeacon", identity: "\(beacon.uuidString)/\(beacon.major)/\(beacon.minor)", rssi: report.rssi,
-                 time: time, deviceID: regionIDs.first,
-                 snippet: "[[region]]\nid = \"...\"\nuuid = \"\(beacon.uuidString)\"\nmajor = \(beacon.major)\nminor = \(beacon.minor)")
+            let region = presence.regions.first { $0.matches(beacon) }?.id
+            note(key, report: report, kind: "ibeacon", time: time, deviceID: region) {
+                ("\(beacon.uuidString)/\(beacon.major)/\(beacon.minor)",
+                 "[[region]]\nid = \"...\"\nuuid = \"\(beacon.uuidString)\"\nmajor = \(beacon.major)\nminor = \(beacon.minor)")
+            }
             for o in presence.observe(beacon, rssi: rssi, at: time.monoMicros) { events.append(presenceEvent(o, time: time)) }
         } else if let serviceData = ADWalker.serviceData(structures, uuid16: BTHomeDecoder.uuid16) {
             counters.bthome += 1
-            let config = device(address: address)
-            note(address: address, kind: "bthome", identity: address, rssi: report.rssi, time: time, deviceID: config?.id,
-                 snippet: "[[device]]\nid = \"...\"\nradio = \"ble\"\nmatch = { address = \"\(address)\" }")
+            let config = device(key: key, report: report)
+            note(key, report: report, kind: "bthome", time: time, deviceID: config?.id) {
+                let address = report.addressString
+                return (address, "[[device]]\nid = \"...\"\nradio = \"ble\"\nmatch = { address = \"\(address)\" }")
+            }
             if let config { events += button(serviceData, report: report, config: config, time: time) }
         }
         events += presence.tick(at: time.monoMicros, radioHealthy: radioHealthy).map { presenceEvent($0, time: time) }
@@ -102,7 +115,10 @@ public struct BLEPipeline: Sendable {
             return []
         }
         let ref = DeviceRef(id: config.id, name: config.name, radio: "ble")
-        switch buttons.observe(device: report.addressString, packet: packet) {
+        // The configured address text is the tracker's key (and what ble-buttons.json holds).
+        let address = config.match.fields.lazy.compactMap { f -> String? in if case let .text(t) = f.1, f.0 == "address" { return t }; return nil }.first
+            ?? report.addressString
+        switch buttons.observe(device: address, packet: packet) {
         case let .press(list):
             return list.compactMap { b in
                 guard let type = b.event.eventType else { return nil }
@@ -143,18 +159,20 @@ public struct BLEPipeline: Sendable {
         return e
     }
 
-    mutating func note(address: String, kind: String, identity: String, rssi: Int8?, time: ReceiveTime, deviceID: String?, snippet: String) {
-        if var h = heard[address] {
-            h.adverts += 1
-            h.rssi = rssi ?? h.rssi
-            h.lastSeenWallMicros = time.wallMicros
-            heard[address] = h
+    /// Counts an advert; the strings (identity, snippet) are made once, for a new advertiser.
+    mutating func note(_ key: UInt64, report: BLEAdvertisingReport, kind: String, time: ReceiveTime, deviceID: String?,
+                       describe: () -> (identity: String, snippet: String)) {
+        if heard[key] != nil {
+            heard[key]?.adverts += 1
+            if let rssi = report.rssi { heard[key]?.rssi = rssi }
+            heard[key]?.lastSeenWallMicros = time.wallMicros
             return
         }
         if heard.count >= Self.maxHeard, let oldest = heard.min(by: { $0.value.lastSeenWallMicros < $1.value.lastSeenWallMicros })?.key {
             heard[oldest] = nil
         }
-        heard[address] = HeardAdvertiser(address: address, kind: kind, identity: identity, adverts: 1, rssi: rssi,
-                                         lastSeenWallMicros: time.wallMicros, deviceID: deviceID, snippet: snippet)
+        let d = describe()
+        heard[key] = HeardAdvertiser(address: report.addressString, kind: kind, identity: d.identity, adverts: 1, rssi: report.rssi,
+                                     lastSeenWallMicros: time.wallMicros, deviceID: deviceID, snippet: d.snippet)
     }
 }

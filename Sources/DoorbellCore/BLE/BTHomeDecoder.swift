@@ -147,13 +147,16 @@ public enum BTHomeDecoder {
                 valueStart += 1
             }
             guard valueStart + length <= payload.count else { packet.truncated = true; break }
-            let value = payload[valueStart]
-            switch id {
-            // A repeated object is a second sensor of that kind; the first is the device's own.
-            case 0x00: packet.packetID = packet.packetID ?? value
-            case 0x01: packet.battery = packet.battery ?? value
-            case 0x3A: packet.buttons.append(BTHomeButtonEvent(rawValue: value) ?? .none)
-            default: break
+            // An empty text or raw object has no value byte (found by the bthome fuzz target).
+            if length >= 1 {
+                let value = payload[valueStart]
+                switch id {
+                // A repeated object is a second sensor of that kind; the first is the device's own.
+                case 0x00: packet.packetID = packet.packetID ?? value
+                case 0x01: packet.battery = packet.battery ?? value
+                case 0x3A: packet.buttons.append(BTHomeButtonEvent(rawValue: value) ?? .none)
+                default: break
+                }
             }
             packet.objects += 1
             i = valueStart + length

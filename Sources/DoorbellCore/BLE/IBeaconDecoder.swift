@@ -47,9 +47,11 @@ public enum IBeaconDecoder {
     public static func decode(_ structures: [ADStructure]) -> IBeacon? {
         for s in structures where s.type == ADStructure.manufacturerData {
             let d = s.data
-            guard d.count == 25, d[0] == 0x4C, d[1] == 0x00, d[2] == 0x02, d[3] == 0x15 else { continue }
-            return IBeacon(uuid: Array(d[4..<20]), major: UInt16(d[20]) << 8 | UInt16(d[21]),
-                           minor: UInt16(d[22]) << 8 | UInt16(d[23]), measuredPower: Int8(bitPattern: d[24]))
+            let b = d.startIndex
+            guard d.count == 25, d[b] == 0x4C, d[b + 1] == 0x00, d[b + 2] == 0x02, d[b + 3] == 0x15 else { continue }
+            let d0 = Array(d)
+            return IBeacon(uuid: Array(d0[4..<20]), major: UInt16(d0[20]) << 8 | UInt16(d0[21]),
+                           minor: UInt16(d0[22]) << 8 | UInt16(d0[23]), measuredPower: Int8(bitPattern: d0[24]))
         }
         return nil
     }
