@@ -31,9 +31,8 @@ public final class BLERadio: @unchecked Sendable {
     public let status = Locked(RadioStatus(name: "ble"))
     public let controller = Locked<BLEControllerInfo?>(nil)
     public let degraded = Locked(false)
-    private let stopping = Locked(false)
+    private let stopSignal = PollableStop()
     private let done = WakeSignal()
-    private var stopPipe: [Int32] = [-1, -1]
     private var framer = H4Framer()
     private var credits = 1
     private var lastReport: Int64 = 0
@@ -49,8 +48,6 @@ public final class BLERadio: @unchecked Sendable {
     }
 
     public func start() {
-        _ = pipe(&stopPipe)
-        for fd in stopPipe where fd >= 0 { setCloseOnExec(fd) }
         startThread(name: "radio-ble") { [self] in
             if case let .replay(files) = settings.transport { replay(files) } else { supervise() }
             done.signal()
@@ -58,21 +55,12 @@ public final class BLERadio: @unchecked Sendable {
     }
 
     public func stop(graceMicros: Int64 = 3_000_000) {
-        stopping.withLock { $0 = true }
-        if stopPipe[1] >= 0 { var b: UInt8 = 1; _ = write(stopPipe[1], &b, 1) }
+        stopSignal.set()
         done.wait(timeoutMicros: graceMicros)
         status.withLock { $0.state = .stopped }
-        for fd in stopPipe where fd >= 0 { close(fd) }
-        stopPipe = [-1, -1]
     }
 
-    private var isStopping: Bool { stopping.snapshot }
-
-    private func pause(micros: Int64) -> Bool {
-        var p = pollfd(fd: stopPipe[0], events: Int16(POLLIN), revents: 0)
-        _ = poll(&p, 1, Int32(clamping: micros / 1000))
-        return isStopping
-    }
+    private var isStopping: Bool { stopSignal.isSet }
 
     private func supervise() {
         let backoff = FullJitterBackoff(initialMillis: 500, capMillis: 30_000)
@@ -100,7 +88,7 @@ public final class BLERadio: @unchecked Sendable {
                 if message != lastLogged { log.error("radio.ble_failed", [("radio", "ble"), ("error", message)]) }
                 lastLogged = message
                 sink(.health(false))
-                if pause(micros: Int64(max(backoff.delay(attempt: attempt, random: &rng), 200)) * 1000) { break }
+                if stopSignal.pause(micros: Int64(max(backoff.delay(attempt: attempt, random: &rng), 200)) * 1000) { break }
                 attempt += 1
             }
         }
@@ -159,7 +147,7 @@ public final class BLERadio: @unchecked Sendable {
         while true {
             let left = deadline - Clocks.monotonicMicros()
             if left <= 0 { return nil }
-            var fds = [pollfd(fd: t.fd, events: Int16(POLLIN), revents: 0), pollfd(fd: stopPipe[0], events: Int16(POLLIN), revents: 0)]
+            var fds = [pollfd(fd: t.fd, events: Int16(POLLIN), revents: 0), pollfd(fd: stopSignal.fd, events: Int16(POLLIN), revents: 0)]
             let n = poll(&fds, 2, Int32(clamping: left / 1000 + 1))
             if n < 0 && errno == EINTR { continue }
             if isStopping { throw HCIError(description: "stopping") }

@@ -20,9 +20,8 @@ public final class OOKRadio: @unchecked Sendable {
     let log: Logger
     let sink: @Sendable (OOKRadioInput) -> Void
     public let status = Locked(RadioStatus(name: "ook"))
-    private let stopping = Locked(false)
+    private let stopSignal = PollableStop()
     private let done = WakeSignal()
-    private var stopPipe: [Int32] = [-1, -1]
     /// rtl_433 in pulse mode is supervised like the JSON radio.
     private var sdr: RTL433Radio?
     private let textReader = Locked(OOKPulseTextReader())
@@ -56,8 +55,6 @@ public final class OOKRadio: @unchecked Sendable {
 
     public func start() {
         if let sdr { sdr.start(); return }
-        _ = pipe(&stopPipe)
-        for fd in stopPipe where fd >= 0 { setCloseOnExec(fd) }
         switch settings.source {
         case .gpio: startThread(name: "radio-gpio") { [self] in runGPIO(); done.signal() }
         case .replay: startThread(name: "radio-replay") { [self] in runReplay(); done.signal() }
@@ -67,22 +64,12 @@ public final class OOKRadio: @unchecked Sendable {
 
     public func stop(graceMicros: Int64 = 2_000_000) {
         if let sdr { sdr.stop(graceMicros: graceMicros); return }
-        stopping.withLock { $0 = true }
-        if stopPipe[1] >= 0 { var b: UInt8 = 1; _ = write(stopPipe[1], &b, 1) }
+        stopSignal.set()
         done.wait(timeoutMicros: graceMicros)
         status.withLock { $0.state = .stopped }
-        for fd in stopPipe where fd >= 0 { close(fd) }
-        stopPipe = [-1, -1]
     }
 
-    private var isStopping: Bool { stopping.snapshot }
-
-    /// Sleeps until the stop pipe is written or the timeout passes; true when stopping.
-    private func pause(micros: Int64) -> Bool {
-        var p = pollfd(fd: stopPipe[0], events: Int16(POLLIN), revents: 0)
-        _ = poll(&p, 1, Int32(clamping: micros / 1000))
-        return isStopping
-    }
+    private var isStopping: Bool { stopSignal.isSet }
 
     // MARK: GPIO
 
@@ -103,7 +90,7 @@ public final class OOKRadio: @unchecked Sendable {
                 // The same failure every minute would drown the journal: say it once, then on change.
                 if message != lastLogged { log.error("radio.gpio_unavailable", [("radio", "ook"), ("line", ref.description), ("error", message)]) }
                 lastLogged = message
-                if pause(micros: Int64(max(backoff.delay(attempt: attempt, random: &rng), 1_000)) * 1000) { break }
+                if stopSignal.pause(micros: Int64(max(backoff.delay(attempt: attempt, random: &rng), 1_000)) * 1000) { break }
                 attempt += 1
                 continue
             }
@@ -116,7 +103,7 @@ public final class OOKRadio: @unchecked Sendable {
             var lastEdge: Int64 = 0
             while !isStopping {
                 var fds = [pollfd(fd: reader.fd, events: Int16(POLLIN), revents: 0),
-                           pollfd(fd: stopPipe[0], events: Int16(POLLIN), revents: 0)]
+                           pollfd(fd: stopSignal.fd, events: Int16(POLLIN), revents: 0)]
                 // Block without a timeout while nothing is pending: an idle radio costs no CPU.
                 let timeout: Int32 = quietPending ? Int32(Self.idleMicros / 1000) + 1 : -1
                 let n = poll(&fds, 2, timeout)

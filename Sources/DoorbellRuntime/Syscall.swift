@@ -175,3 +175,39 @@ public func writeSmallFile(_ path: String, _ text: String) throws(SpawnError) {
     let bytes = Array(text.utf8)
     _ = bytes.withUnsafeBytes { buf in retryingEINTR { write(fd, buf.baseAddress, buf.count) } }
 }
+
+/// A stop request that poll() loops wait on beside their own descriptors (a pipe: no timers, no
+/// polling), plus the flag their loop conditions read. One per thread that runs until stopped.
+public final class PollableStop: @unchecked Sendable {
+    public let fd: Int32
+    private let writeFD: Int32
+    private let flag = Locked(false)
+
+    public init() {
+        var fds: [Int32] = [-1, -1]
+        _ = pipe(&fds)
+        for f in fds where f >= 0 { setCloseOnExec(f) }
+        fd = fds[0]
+        writeFD = fds[1]
+    }
+
+    // Closed only when the last user is gone: never under a thread still polling it.
+    deinit {
+        if fd >= 0 { close(fd) }
+        if writeFD >= 0 { close(writeFD) }
+    }
+
+    public var isSet: Bool { flag.snapshot }
+
+    public func set() {
+        flag.withLock { $0 = true }
+        if writeFD >= 0 { var b: UInt8 = 1; _ = write(writeFD, &b, 1) }
+    }
+
+    /// Sleeps up to `micros`, or until set; true when set.
+    public func pause(micros: Int64) -> Bool {
+        var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        _ = poll(&p, 1, Int32(clamping: micros / 1000))
+        return isSet
+    }
+}
