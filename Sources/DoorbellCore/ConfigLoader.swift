@@ -42,6 +42,13 @@ public struct ConfigFileChecks: Sendable {
 
 public enum ConfigLoader {
     public static func parse(text: String, file: String, checks: ConfigFileChecks = .none) throws(ConfigError) -> AgentConfig {
+        // TOMLKit's toml++ aborts the process (an assert) on a table header that starts with a
+        // non-ASCII byte, e.g. `[région]` (found by the config fuzz target). TOML keys outside
+        // quotes are ASCII anyway, so such text is refused before it reaches the parser.
+        if let at = nonASCIIOutsideStrings(text) {
+            throw ConfigError(issues: [ConfigIssue(file: file, line: at.line, column: at.column, key: "",
+                message: "not valid TOML: a non-ASCII character outside a string or comment. Bare keys and [table] names are ASCII letters, digits, '-' and '_'; quote the key (\"région\" = ...) or fix the typo.")])
+        }
         let root: TOMLNode
         do {
             root = TOMLNode(try TOMLTable(string: text))
@@ -57,6 +64,43 @@ public enum ConfigLoader {
         let config = readAgent(root, sink: sink, baseDir: baseDir, checks: checks)
         if let config, sink.issues.isEmpty { return config }
         throw ConfigError(issues: sink.issues)
+    }
+
+    /// Where the first byte ≥ 0x80 sits outside comments and strings (basic, literal, multi-line).
+    static func nonASCIIOutsideStrings(_ text: String) -> (line: Int, column: Int)? {
+        enum State { case normal, comment, basic, literal, multiBasic, multiLiteral }
+        let b = Array(text.utf8)
+        var state = State.normal
+        var line = 1, column = 0
+        var i = 0
+        func at(_ k: Int, _ c: UInt8) -> Bool { k < b.count && b[k] == c }
+        while i < b.count {
+            let c = b[i]
+            if c == 0x0A { line += 1; column = 0 } else if c & 0xC0 != 0x80 { column += 1 }
+            switch state {
+            case .normal:
+                if c >= 0x80 { return (line, column) }
+                if c == UInt8(ascii: "#") { state = .comment }
+                else if c == UInt8(ascii: "\"") {
+                    if at(i + 1, c) && at(i + 2, c) { state = .multiBasic; i += 2; column += 2 } else { state = .basic }
+                } else if c == UInt8(ascii: "'") {
+                    if at(i + 1, c) && at(i + 2, c) { state = .multiLiteral; i += 2; column += 2 } else { state = .literal }
+                }
+            case .comment:
+                if c == 0x0A { state = .normal }
+            case .basic:
+                if c == UInt8(ascii: "\\") { i += 1; column += 1 } else if c == UInt8(ascii: "\"") || c == 0x0A { state = .normal }
+            case .literal:
+                if c == UInt8(ascii: "'") || c == 0x0A { state = .normal }
+            case .multiBasic:
+                if c == UInt8(ascii: "\\") { i += 1; if at(i, 0x0A) { line += 1; column = 0 } else { column += 1 } }
+                else if c == UInt8(ascii: "\""), at(i + 1, c), at(i + 2, c) { state = .normal; i += 2; column += 2 }
+            case .multiLiteral:
+                if c == UInt8(ascii: "'"), at(i + 1, c), at(i + 2, c) { state = .normal; i += 2; column += 2 }
+            }
+            i += 1
+        }
+        return nil
     }
 
     static func directory(of file: String) -> String {

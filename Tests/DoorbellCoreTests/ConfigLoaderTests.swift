@@ -134,6 +134,10 @@ import Testing
              expected: "device[0].match: a BLE button is matched by its address only"),
         Case(name: "own beacon without major", toml: "gateway_id = \"gw\"\n[radio.ble]\ntransport = \"hci\"\n[beacon]\nuuid = \"E2C56DB5-DFFB-48D2-B060-D0F5A71096E0\"\nminor = 1\n",
              expected: "beacon.major: is required"),
+        Case(name: "non-ASCII table name", toml: "gateway_id = \"gw\"\n# Réglages: comments may say anything\nname = \"Entrée\"\n[région]\n",
+             expected: "agent.toml:4:3: not valid TOML: a non-ASCII character outside a string or comment"),
+        Case(name: "invalid UTF-8 in a table name", toml: "gateway_id = \"gw\"\n[[\u{FFFD}]]\n",
+             expected: "agent.toml:2:3: not valid TOML: a non-ASCII character"),
         Case(name: "no signing key", toml: base + "\n[uplink]\nurl = \"https://x/events\"\nsign_ed25519 = false\n",
              expected: "uplink: no signing key"),
     ]
@@ -212,6 +216,14 @@ import Testing
         let toml = "gateway_id = \"gw\"\n[radio.ook]\nsource = \"rtl433\"\nrtl433_args = [\"-d\", \"1\"]\nreplay = [\"x.cu8\"]\n"
         let c = try ConfigLoader.parse(text: toml, file: "/b/agent.toml")
         #expect(c.ook?.rtl433.arguments == ["-R", "0", "-w", "OOK:-", "-d", "1", "-r", "/b/x.cu8"])
+    }
+
+    @Test func nonASCIIInsideStringsAndCommentsIsFine() throws {
+        // Regression: `[région]` made TOMLKit's C++ parser abort the agent (Tests/FuzzCorpus/config/crash-non-ascii-table).
+        let c = try ConfigLoader.parse(text: "gateway_id = \"gw\" # passerelle №1\n[log]\nlevel = 'info' # «info»\n", file: "a.toml")
+        #expect(c.gatewayID == "gw")
+        let m = try ConfigLoader.parse(text: "gateway_id = \"gw\"\n[radio.ble]\ntransport = \"hci\"\n[[region]]\nid = \"a\"\nname = \"\"\"Café \\\"Été\\\"\n«x»\"\"\"\nuuid = \"E2C56DB5-DFFB-48D2-B060-D0F5A71096E0\"\n", file: "a.toml")
+        #expect(m.regions.first?.name.hasPrefix("Café") == true)
     }
 
     @Test func missingFilesAreReported() {
