@@ -49,6 +49,11 @@ public enum ConfigLoader {
             throw ConfigError(issues: [ConfigIssue(file: file, line: at.line, column: at.column, key: "",
                 message: "not valid TOML: a non-ASCII character outside a string or comment. Bare keys and [table] names are ASCII letters, digits, '-' and '_'; quote the key (\"région\" = ...) or fix the typo.")])
         }
+        // The same assert fires on a [table] name starting with anything but a key character.
+        if let at = badTableHeaderStart(text) {
+            throw ConfigError(issues: [ConfigIssue(file: file, line: at.line, column: at.column, key: "",
+                message: "not valid TOML: a [table] name must start with a letter, digit, '-', '_' or a quote, e.g. [uplink] or [[device]]")])
+        }
         let root: TOMLNode
         do {
             root = TOMLNode(try TOMLTable(string: text))
@@ -99,6 +104,59 @@ public enum ConfigLoader {
                 if c == UInt8(ascii: "'"), at(i + 1, c), at(i + 2, c) { state = .normal; i += 2; column += 2 }
             }
             i += 1
+        }
+        return nil
+    }
+
+    /// A `[` or `[[` that opens a line (outside strings, comments and multi-line values) followed,
+    /// after blanks, by something that cannot start a key.
+    public static func badTableHeaderStart(_ text: String) -> (line: Int, column: Int)? {
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        var depth = 0 // open [ and { of a value that spans lines
+        var inString = false
+        for (n, line) in lines.enumerated() {
+            let b = Array(line.utf8)
+            var i = 0
+            // Multi-line strings: skip lines until the closing quotes (approximate: counts triples).
+            if inString {
+                let text = String(decoding: b, as: UTF8.self)
+                if text.components(separatedBy: "\"\"\"").count % 2 == 0 || text.components(separatedBy: "'''").count % 2 == 0 { inString = false }
+                continue
+            }
+            while i < b.count, b[i] == 0x20 || b[i] == 0x09 { i += 1 }
+            if depth == 0, i < b.count, b[i] == UInt8(ascii: "[") {
+                var j = i + 1
+                if j < b.count, b[j] == UInt8(ascii: "[") { j += 1 }
+                while j < b.count, b[j] == 0x20 || b[j] == 0x09 { j += 1 }
+                let c = j < b.count ? b[j] : 0x0A
+                let ok = (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || c == 0x2D || c == 0x5F || c == 0x22 || c == 0x27
+                if !ok && c != UInt8(ascii: "]") { return (n + 1, j + 1) }
+                continue
+            }
+            // Track brackets of values (outside quotes and comments) so nested arrays are not headers.
+            var quote: UInt8 = 0
+            var k = i
+            while k < b.count {
+                let c = b[k]
+                if quote != 0 {
+                    if c == UInt8(ascii: "\\") && quote == 0x22 { k += 2; continue }
+                    if c == quote { quote = 0 }
+                } else if c == 0x22 || c == 0x27 {
+                    if k + 2 < b.count && b[k + 1] == c && b[k + 2] == c {
+                        let rest = String(decoding: b[(k + 3)...], as: UTF8.self)
+                        if !rest.contains(String(decoding: [c, c, c], as: UTF8.self)) { inString = true }
+                        break
+                    }
+                    quote = c
+                } else if c == UInt8(ascii: "#") {
+                    break
+                } else if c == UInt8(ascii: "[") || c == UInt8(ascii: "{") {
+                    depth += 1
+                } else if c == UInt8(ascii: "]") || c == UInt8(ascii: "}") {
+                    depth = max(0, depth - 1)
+                }
+                k += 1
+            }
         }
         return nil
     }

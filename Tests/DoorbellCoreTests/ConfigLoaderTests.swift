@@ -138,6 +138,10 @@ import Testing
              expected: "agent.toml:4:3: not valid TOML: a non-ASCII character outside a string or comment"),
         Case(name: "invalid UTF-8 in a table name", toml: "gateway_id = \"gw\"\n[[\u{FFFD}]]\n",
              expected: "agent.toml:2:3: not valid TOML: a non-ASCII character"),
+        Case(name: "table name starting with #", toml: "gateway_id = \"gw\"\n[[# devices]]\n",
+             expected: "agent.toml:2:3: not valid TOML: a [table] name must start with a letter, digit"),
+        Case(name: "table name starting with =", toml: "gateway_id = \"gw\"\n  [ =log]\n",
+             expected: "agent.toml:2:5: not valid TOML: a [table] name must start with a letter, digit"),
         Case(name: "no signing key", toml: base + "\n[uplink]\nurl = \"https://x/events\"\nsign_ed25519 = false\n",
              expected: "uplink: no signing key"),
     ]
@@ -224,6 +228,16 @@ import Testing
         #expect(c.gatewayID == "gw")
         let m = try ConfigLoader.parse(text: "gateway_id = \"gw\"\n[radio.ble]\ntransport = \"hci\"\n[[region]]\nid = \"a\"\nname = \"\"\"Café \\\"Été\\\"\n«x»\"\"\"\nuuid = \"E2C56DB5-DFFB-48D2-B060-D0F5A71096E0\"\n", file: "a.toml")
         #expect(m.regions.first?.name.hasPrefix("Café") == true)
+    }
+
+    @Test func nestedArraysAndInlineTablesAreNotTableHeaders() throws {
+        // Multi-line values may put [ or { at the start of a line; only real headers are checked.
+        let text = "gateway_id = \"gw\"\n[radio.rtl433]\nargs = [\n  \"-d\",\n  \"0\",\n]\n[[device]]\nid = \"a\"\nmatch = { code = 1 }\n"
+        let c = try ConfigLoader.parse(text: text, file: "a.toml")
+        #expect(c.rtl433?.args == ["-d", "0"])
+        #expect(c.devices.first?.id == "a")
+        #expect(ConfigLoader.badTableHeaderStart("x = [\n  [1, 2],\n  [{ a = 1 }],\n]\n[t]\n") == nil)
+        #expect(ConfigLoader.badTableHeaderStart("s = '''\n[#not a header\n'''\n[ok]\n") == nil)
     }
 
     @Test func missingFilesAreReported() {
