@@ -28,10 +28,11 @@ deb: deps
 # Every test: unit, property, and integration with real rtl_433, SQLite, HTTPS and processes.
 test: deps build-cloud
 	scripts/venv.sh >/dev/null
+	.venv/bin/python Tests/helpers/test_apns_test_server.py
 	scripts/check-rtl433-specs.sh
 	scripts/make-deb.sh
 	scripts/test-deb.sh
-	cd cloud && $(SWIFT) test
+	cd cloud && scripts/with-test-postgres.sh $(SWIFT) test
 	$(SWIFT) build --build-tests
 	for t in json rtl433 config control pulses ooktext vcd hci ad bthome; do .build/debug/doorbell-fuzz $$t Tests/FuzzCorpus/$$t/*; done
 	DOORBELL_CLOUD_BIN=$(CURDIR)/$(CLOUD_BIN) $(SWIFT) test --skip-build

@@ -4,8 +4,10 @@ import PackageDescription
 // The reference cloud receiver for doorbell-agent. Layers, inside out:
 //   CloudCore    pure: Standard Webhooks signature checks (v1 HMAC-SHA256, v1a Ed25519),
 //                timestamp tolerance, event body validation. No I/O.
-//   CloudStore   the event table in SQLite (through the C API, via CSQLite).
-//   CloudServer  the HTTPS endpoints (Hummingbird 2), wiring CloudCore to CloudStore.
+//   CloudStore   accounts, gateways, doorbells, shares, phones, events and deliveries, in SQLite
+//                (C API, via CSQLite) or PostgreSQL (libpq, via CLibPQ): the same SQL for both.
+//   CloudPush    APNs: provider JWT, payloads, the HTTP/2 client (AsyncHTTPClient), the fan-out worker.
+//   CloudServer  the HTTPS endpoints (Hummingbird 2), wiring the layers together.
 //   doorbell-cloud  the command line (`serve`, `events`).
 let package = Package(
     name: "doorbell-cloud",
@@ -21,12 +23,20 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        // HTTP/2 to APNs: many concurrent streams on one TLS connection.
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
     ],
     targets: [
         .systemLibrary(
             name: "CSQLite",
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
+        ),
+        .systemLibrary(
+            name: "CLibPQ",
+            pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"])]
         ),
         .target(
             name: "CloudCore",
@@ -36,13 +46,28 @@ let package = Package(
         ),
         .target(
             name: "CloudStore",
-            dependencies: ["CloudCore", "CSQLite"]
+            dependencies: ["CloudCore", "CSQLite", "CLibPQ"]
+        ),
+        .target(
+            name: "CloudPush",
+            dependencies: [
+                "CloudCore",
+                "CloudStore",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         .target(
             name: "CloudServer",
             dependencies: [
                 "CloudCore",
                 "CloudStore",
+                "CloudPush",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
@@ -58,8 +83,10 @@ let package = Package(
                 "CloudCore",
                 "CloudStore",
                 "CloudServer",
+                "CloudPush",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         .testTarget(
@@ -74,12 +101,23 @@ let package = Package(
             dependencies: ["CloudCore", "CloudStore"]
         ),
         .testTarget(
+            name: "CloudPushTests",
+            dependencies: [
+                "CloudCore",
+                "CloudStore",
+                "CloudPush",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        .testTarget(
             name: "CloudServerTests",
             dependencies: [
                 "CloudCore",
                 "CloudStore",
                 "CloudServer",
+                "CloudPush",
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
             ]

@@ -16,3 +16,12 @@ enum Base64 {
         Data(bytes).base64EncodedString()
     }
 }
+
+/// base64url without padding (RFC 7515), as JWTs use.
+public enum Base64URL {
+    public static func encode(_ bytes: some Sequence<UInt8>) -> String {
+        var text = Base64.encode(bytes)
+        while text.last == "=" { text.removeLast() }
+        return String(text.map { $0 == "+" ? "-" : $0 == "/" ? "_" : $0 })
+    }
+}

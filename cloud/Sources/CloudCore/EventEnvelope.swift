@@ -14,8 +14,15 @@ public struct EventEnvelope: Sendable, Equatable {
     /// `device.id`, when the event has a device.
     public let deviceID: String?
     public let occurredAt: String
+    /// `device.name`, when given: what a push calls the doorbell until its owner renames it.
+    public let deviceName: String?
+    /// `test: true` marks installer checks; phones must not ring for them.
+    public let isTest: Bool
 
-    public init(id: String, sequence: Int64, type: String, gatewayID: String, deviceID: String?, occurredAt: String) {
+    public init(id: String, sequence: Int64, type: String, gatewayID: String, deviceID: String?, occurredAt: String,
+                deviceName: String? = nil, isTest: Bool = false) {
+        self.deviceName = deviceName
+        self.isTest = isTest
         self.id = id
         self.sequence = sequence
         self.type = type
@@ -46,12 +53,14 @@ public struct EventEnvelope: Sendable, Equatable {
         }
         return EventEnvelope(
             id: wire.id, sequence: wire.sequence, type: wire.type, gatewayID: wire.gateway_id,
-            deviceID: wire.device?.id, occurredAt: wire.occurred_at)
+            deviceID: wire.device?.id, occurredAt: wire.occurred_at,
+            deviceName: wire.device?.name, isTest: wire.test ?? false)
     }
 
     private struct Wire: Decodable {
         struct Device: Decodable {
             let id: String
+            let name: String?
         }
 
         let id: String
@@ -60,6 +69,7 @@ public struct EventEnvelope: Sendable, Equatable {
         let gateway_id: String
         let occurred_at: String
         let device: Device?
+        let test: Bool?
     }
 
     private static func describe(_ error: DecodingError) -> String {

@@ -24,6 +24,19 @@ public enum JSONText {
         public static func array(_ values: [Value]) -> Value {
             Value(raw: "[" + values.map(\.text).joined(separator: ",") + "]")
         }
+
+        public static func bool(_ value: Bool) -> Value {
+            Value(raw: value ? "true" : "false")
+        }
+
+        public static func object(_ pairs: KeyValuePairs<String, Value>) -> Value {
+            Value(raw: JSONText.object(pairs))
+        }
+
+        /// An object whose keys are only known at run time, in the order given.
+        public static func object(_ pairs: [(String, Value)]) -> Value {
+            Value(raw: "{" + pairs.map { quote($0.0) + ":" + $0.1.text }.joined(separator: ",") + "}")
+        }
     }
 
     public static func object(_ pairs: KeyValuePairs<String, Value>) -> String {

@@ -5,6 +5,7 @@ import HummingbirdTLS
 import Logging
 import NIOCore
 import NIOSSL
+import ServiceLifecycle
 
 /// How `doorbell-cloud serve` listens.
 public struct ServerSettings: Sendable {
@@ -24,8 +25,8 @@ public struct ServerSettings: Sendable {
     }
 }
 
-/// The routes: `GET /healthz` and `POST /events`.
-public func makeRouter(events: EventsEndpoint) -> Router<BasicRequestContext> {
+/// The routes: `GET /healthz`, `POST /events` (gateways) and the app API (see `AppAPI`).
+public func makeRouter(events: EventsEndpoint, api: AppAPI? = nil) -> Router<BasicRequestContext> {
     let router = Router()
     router.get("healthz") { _, _ in
         Response.json(.ok, ["status": .string("ok")])
@@ -33,19 +34,22 @@ public func makeRouter(events: EventsEndpoint) -> Router<BasicRequestContext> {
     router.post("events") { request, context in
         try await events.receive(request, context: context)
     }
+    api?.register(on: router)
     return router
 }
 
 /// The whole HTTP(S) service; run it with `runService()` to get SIGTERM/SIGINT handling.
 public func makeApplication(
-    settings: ServerSettings, events: EventsEndpoint, output: OutputLines, logger: Logger
+    settings: ServerSettings, events: EventsEndpoint, api: AppAPI? = nil, output: OutputLines, logger: Logger,
+    services: [any Service] = []
 ) throws -> some ApplicationProtocol {
     let server: HTTPServerBuilder = try settings.tls.map { try .tls(.http1(), tlsConfiguration: $0) } ?? .http1()
     let scheme = settings.tls == nil ? "http" : "https"
     return Application(
-        router: makeRouter(events: events),
+        router: makeRouter(events: events, api: api),
         server: server,
         configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: "doorbell-cloud"),
+        services: services,
         onServerRunning: { channel in
             let port = channel.localAddress?.port ?? settings.port
             let host = settings.host.contains(":") ? "[\(settings.host)]" : settings.host

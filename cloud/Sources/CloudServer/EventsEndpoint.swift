@@ -1,27 +1,39 @@
 import CloudCore
+import CloudPush
 import CloudStore
 import Hummingbird
 import Logging
 import NIOPosix
 
-/// `POST /events`: verify (CloudCore), deduplicate and store (CloudStore), answer, print a line.
+/// `POST /events`: pick the gateway's keys, verify (CloudCore), deduplicate, store and queue the
+/// pushes in one transaction (CloudStore), answer, wake the fan-out, print a line.
 public struct EventsEndpoint: Sendable {
     /// Bodies larger than this are refused with 413 before they are read in full.
     public static let maxBodyBytes = 256 * 1024
 
-    let intake: WebhookIntake
-    let store: EventStore
+    /// Keys from `--gateway-secret` / `--gateway-public-key`: accepted for any gateway that is not
+    /// enrolled (the single-gateway setup of the walking skeleton). Such events are stored but
+    /// have no owner, so they ring no phone.
+    let fallbackKeys: GatewayKeys?
+    let tolerance: TimestampTolerance
+    let store: CloudStore
     let output: OutputLines
     let clock: WallClock
     let failFirst: FailFirst?
+    let fanOut: FanOut?
+    let pushTTLMilliseconds: Int64
 
-    public init(intake: WebhookIntake, store: EventStore, output: OutputLines,
-                clock: WallClock = .system, failFirst: FailFirst? = nil) {
-        self.intake = intake
+    public init(fallbackKeys: GatewayKeys?, tolerance: TimestampTolerance = .standard, store: CloudStore,
+                output: OutputLines, clock: WallClock = .system, failFirst: FailFirst? = nil,
+                fanOut: FanOut? = nil, pushTTLSeconds: Int64 = 3600) {
+        self.fallbackKeys = fallbackKeys
+        self.tolerance = tolerance
         self.store = store
         self.output = output
         self.clock = clock
         self.failFirst = failFirst
+        self.fanOut = fanOut
+        pushTTLMilliseconds = pushTTLSeconds * 1000
     }
 
     func receive(_ request: Request, context: some RequestContext) async throws -> Response {
@@ -44,18 +56,28 @@ public struct EventsEndpoint: Sendable {
         let receivedAt = clock.millisecondsSinceEpoch()
         let event: VerifiedEvent
         do {
-            event = try intake.verify(webhook, now: receivedAt / 1000)
-        } catch {
+            let keys = try await keys(for: webhook)
+            event = try WebhookIntake(keys: keys, tolerance: tolerance).verify(webhook, now: receivedAt / 1000)
+        } catch let error as Rejection {
             output.rejected(error, webhookID: webhook.webhookID)
             let status: HTTPResponse.Status = error.category == .authentication ? .unauthorized : .badRequest
             return .error(status, code: error.code, reason: error.message)
+        } catch {
+            context.logger.error("could not read gateway keys", metadata: ["error": "\(error)"])
+            return .error(.internalServerError, code: "storage_failed", reason: "the gateway's keys could not be read; retry later")
         }
 
         let stored = StoredEvent(event, receivedAtMilliseconds: receivedAt)
-        let result: EventStore.InsertResult
+        let result: CloudStore.IngestResult
         do {
             let store = self.store
-            result = try await NIOThreadPool.singleton.runIfActive { try store.insert(stored) }
+            let ttl = pushTTLMilliseconds
+            let envelope = event.envelope
+            result = try await NIOThreadPool.singleton.runIfActive {
+                try store.ingest(stored, envelope: envelope, now: receivedAt, pushTTLMilliseconds: ttl) { doorbell in
+                    PushPayload.forEvent(envelope, doorbell: doorbell)
+                }
+            }
         } catch {
             context.logger.error("could not store event", metadata: ["id": "\(stored.id)", "error": "\(error)"])
             return .error(.internalServerError, code: "storage_failed",
@@ -63,12 +85,34 @@ public struct EventsEndpoint: Sendable {
         }
 
         switch result {
-        case .inserted:
+        case .stored(let pushes):
             output.accepted(event)
-            return .json(.ok, ["status": .string("accepted"), "id": .string(stored.id)])
+            if pushes > 0 { fanOut?.notify() }
+            return .json(.ok, ["status": .string("accepted"), "id": .string(stored.id), "pushes": .int(Int64(pushes))])
         case .duplicate:
             output.duplicate(id: stored.id)
             return .json(.ok, ["status": .string("duplicate"), "id": .string(stored.id)])
         }
+    }
+
+    /// The keys to verify with: the enrolled gateway's, else the fallback keys, else a rejection.
+    /// The gateway id comes from `doorbell-gateway-id`, or from the (not yet verified) body.
+    private func keys(for webhook: WebhookRequest) async throws -> GatewayKeys {
+        let claimed = webhook.gatewayID.flatMap { $0.isEmpty ? nil : $0 }
+            ?? (try? EventEnvelope.parse(webhook.body))?.gatewayID
+        if let claimed {
+            let store = self.store
+            if let gateway = try await NIOThreadPool.singleton.runIfActive({ try store.gateway(id: claimed) }) {
+                do {
+                    return try GatewayKeys(
+                        secret: gateway.secret.map { try WebhookSecret(parsing: $0) },
+                        publicKey: gateway.publicKey.map { try GatewayPublicKey(parsing: $0) })
+                } catch {
+                    throw Rejection.unknownGateway(claimed)
+                }
+            }
+        }
+        if let fallbackKeys { return fallbackKeys }
+        throw Rejection.unknownGateway(claimed ?? "")
     }
 }

@@ -4,6 +4,6 @@ import ArgumentParser
 struct DoorbellCloud: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "doorbell-cloud",
-        abstract: "Reference receiver for doorbell-agent events (Standard Webhooks over HTTPS).",
-        subcommands: [Serve.self, Events.self])
+        abstract: "Back end for doorbell-agent: receives signed events over HTTPS and pushes them to every phone via APNs.",
+        subcommands: [Serve.self, Events.self, AccountCommand.self])
 }

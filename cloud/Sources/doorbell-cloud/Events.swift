@@ -10,16 +10,16 @@ struct Events: ParsableCommand {
             "received_at_ms":..,"verified":[..],"body":{the body exactly as received}}
             """)
 
-    @Option(help: ArgumentHelp("SQLite database file written by `serve`.", valueName: "path"))
+    @Option(help: ArgumentHelp("The database `serve` uses: a SQLite file, or a postgres:// URL.", valueName: "path|url"))
     var db: String
 
     func run() throws {
-        guard FileManager.default.fileExists(atPath: db) else {
+        if !db.contains("://"), !FileManager.default.fileExists(atPath: db) {
             throw CLIError("--db \(db): no such file (start `doorbell-cloud serve --db \(db)` first)")
         }
         let events: [StoredEvent]
         do {
-            events = try EventStore(path: db).allEvents()
+            events = try CloudStore(url: db).allEvents()
         } catch {
             throw CLIError("--db \(db): \(error)")
         }

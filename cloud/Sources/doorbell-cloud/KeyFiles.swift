@@ -34,4 +34,17 @@ enum KeyFiles {
             throw CLIError("\(option) \(path): \(error)")
         }
     }
+
+    /// A small secret file's text, whitespace trimmed.
+    static func text(_ path: String, option: String) throws -> String {
+        let text: String
+        do {
+            text = try String(contentsOfFile: path, encoding: .utf8)
+        } catch {
+            throw CLIError("\(option) \(path): cannot read the file (\(error.localizedDescription))")
+        }
+        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !trimmed.isEmpty else { throw CLIError("\(option) \(path): the file is empty") }
+        return trimmed
+    }
 }

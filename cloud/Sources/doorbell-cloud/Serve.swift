@@ -1,13 +1,16 @@
 import ArgumentParser
 import CloudCore
+import CloudPush
 import CloudServer
 import CloudStore
+import Foundation
 import Logging
 import NIOSSL
+import ServiceLifecycle
 
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Receive, verify, deduplicate and store events over HTTPS.",
+        abstract: "Receive, verify, deduplicate and store events over HTTPS; push them to phones via APNs.",
         discussion: """
             Standard output carries one line per outcome, flushed at once:
               LISTENING https://HOST:PORT
@@ -33,16 +36,53 @@ struct Serve: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Server private key, PEM.", valueName: "pem"))
     var tlsKey: String
 
-    @Option(help: ArgumentHelp("SQLite database file (WAL); created if missing.", valueName: "path"))
+    @Option(help: ArgumentHelp(
+        "SQLite database file (WAL; created if missing), or postgres://user@host/db for PostgreSQL.",
+        valueName: "path|url"))
     var db: String
 
-    @Option(help: ArgumentHelp("File holding the gateway's whsec_<base64> secret (v1 signatures).", valueName: "file"))
+    @Option(help: ArgumentHelp(
+        "File holding a whsec_<base64> secret (v1) accepted for gateways that are not enrolled.", valueName: "file"))
     var gatewaySecret: String?
 
     @Option(help: ArgumentHelp(
         "File holding the gateway's Ed25519 public key, base64 of 32 raw bytes, optionally prefixed ed25519: (v1a signatures).",
         valueName: "file"))
     var gatewayPublicKey: String?
+
+    @Option(help: ArgumentHelp("File holding the admin token that POST /accounts requires.", valueName: "file"))
+    var adminTokenFile: String?
+
+    @Option(help: ArgumentHelp("APNs signing key, Apple's AuthKey_<KEYID>.p8. Without it pushes are queued, not sent.",
+                               valueName: "p8"))
+    var apnsKey: String?
+
+    @Option(help: "The key's 10-character Key ID.")
+    var apnsKeyID: String?
+
+    @Option(help: "Your 10-character Apple Team ID.")
+    var apnsTeamID: String?
+
+    @Option(help: ArgumentHelp("App bundle id phones may register (the apns-topic); repeat for several.", valueName: "bundle-id"))
+    var apnsTopic: [String] = []
+
+    @Option(help: ArgumentHelp("APNs production base URL.", valueName: "url"))
+    var apnsProductionURL = "https://api.push.apple.com"
+
+    @Option(help: ArgumentHelp("APNs sandbox (development) base URL.", valueName: "url"))
+    var apnsSandboxURL = "https://api.sandbox.push.apple.com"
+
+    @Option(help: ArgumentHelp("Extra CA certificate (PEM) to trust for APNs; for test servers.", valueName: "pem"))
+    var apnsCA: String?
+
+    @Option(help: "Pushes in flight at once on the APNs connection.")
+    var apnsConcurrency = 100
+
+    @Option(help: ArgumentHelp("A ring not delivered within this many seconds is dropped (apns-expiration).", valueName: "seconds"))
+    var pushTTLSeconds: Int64 = 3600
+
+    @Option(help: ArgumentHelp("At most one beacon message per phone and region per this many seconds.", valueName: "seconds"))
+    var beaconIntervalSeconds: Int64 = 600
 
     @Option(help: ArgumentHelp(
         "Reject webhook-timestamp values further than this from the receiver's clock.", valueName: "seconds"))
@@ -52,9 +92,12 @@ struct Serve: AsyncParsableCommand {
     var failFirst = 0
 
     func validate() throws {
-        guard gatewaySecret != nil || gatewayPublicKey != nil else {
-            throw ValidationError("give --gateway-secret FILE, --gateway-public-key FILE, or both")
+        if apnsKey != nil, apnsKeyID == nil || apnsTeamID == nil || apnsTopic.isEmpty {
+            throw ValidationError("--apns-key needs --apns-key-id, --apns-team-id and at least one --apns-topic")
         }
+        guard (1...1000).contains(apnsConcurrency) else { throw ValidationError("--apns-concurrency must be 1...1000") }
+        guard pushTTLSeconds > 0 else { throw ValidationError("--push-ttl-seconds must be > 0") }
+        guard beaconIntervalSeconds >= 0 else { throw ValidationError("--beacon-interval-seconds must be ≥ 0") }
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0...65535") }
         guard toleranceSeconds >= 0 else { throw ValidationError("--tolerance-seconds must be ≥ 0") }
         guard failFirst >= 0 else { throw ValidationError("--fail-first must be ≥ 0") }
@@ -64,24 +107,56 @@ struct Serve: AsyncParsableCommand {
         LoggingSystem.bootstrap(StreamLogHandler.standardError)
         let logger = Logger(label: "doorbell-cloud")
 
-        let keys = try KeyFiles.gatewayKeys(secretFile: gatewaySecret, publicKeyFile: gatewayPublicKey)
+        let keys = gatewaySecret == nil && gatewayPublicKey == nil ? nil
+            : try KeyFiles.gatewayKeys(secretFile: gatewaySecret, publicKeyFile: gatewayPublicKey)
         let tls = try TLSConfiguration.server(certificatePEM: tlsCert, privateKeyPEM: tlsKey)
-        let store: EventStore
+        let adminToken = try adminTokenFile.map { try KeyFiles.text($0, option: "--admin-token-file") }
+        let store: CloudStore
         do {
-            store = try EventStore(path: db)
+            store = try CloudStore(url: db)
         } catch {
             throw CLIError("--db \(db): \(error)")
         }
 
+        var fanOut: FanOut?
+        var client: APNsClient?
+        if let apnsKey, let apnsKeyID, let apnsTeamID {
+            let pem = try KeyFiles.text(apnsKey, option: "--apns-key")
+            let key: APNsSigningKey
+            do {
+                key = try APNsSigningKey(pem: pem, teamID: apnsTeamID, keyID: apnsKeyID)
+            } catch {
+                throw CLIError("--apns-key \(apnsKey): \(error)")
+            }
+            var settings = APNsSettings(key: key)
+            settings.productionURL = apnsProductionURL
+            settings.sandboxURL = apnsSandboxURL
+            settings.caFile = apnsCA
+            settings.concurrency = apnsConcurrency
+            let apns = try APNsClient(settings: settings, logger: logger)
+            client = apns
+            fanOut = FanOut(store: store, client: apns, logger: logger, clock: WallClock.system.millisecondsSinceEpoch)
+        } else {
+            logger.warning("no --apns-key: events are stored and pushes queued, but nothing is sent to phones")
+        }
+
         let output = OutputLines.standardOutput
         let events = EventsEndpoint(
-            intake: WebhookIntake(keys: keys, tolerance: TimestampTolerance(seconds: toleranceSeconds)),
-            store: store,
-            output: output,
-            failFirst: failFirst > 0 ? FailFirst(total: failFirst) : nil)
+            fallbackKeys: keys, tolerance: TimestampTolerance(seconds: toleranceSeconds), store: store,
+            output: output, failFirst: failFirst > 0 ? FailFirst(total: failFirst) : nil,
+            fanOut: fanOut, pushTTLSeconds: pushTTLSeconds)
+        let api = AppAPI(store: store, adminToken: adminToken, fanOut: fanOut, topics: Set(apnsTopic),
+                         beaconIntervalSeconds: beaconIntervalSeconds, pushTTLSeconds: pushTTLSeconds)
         let app = try makeApplication(
             settings: ServerSettings(host: host, port: port, tls: tls, readyFile: readyFile),
-            events: events, output: output, logger: logger)
-        try await app.runService()
+            events: events, api: api, output: output, logger: logger,
+            services: fanOut.map { [FanOutService(fanOut: $0)] } ?? [])
+        do {
+            try await app.runService()
+        } catch {
+            await client?.shutdown()
+            throw error
+        }
+        await client?.shutdown()
     }
 }

@@ -22,7 +22,15 @@ import Testing
         let envelope = try EventEnvelope.parse(Array(Self.protocolExample.utf8))
         #expect(envelope == EventEnvelope(
             id: "019a4f6e-2b1c-7c3d-8e9f-0a1b2c3d4e5f", sequence: 42, type: "doorbell.pressed",
-            gatewayID: "gw-0001", deviceID: "front-door", occurredAt: "2026-11-22T14:03:07.123456Z"))
+            gatewayID: "gw-0001", deviceID: "front-door", occurredAt: "2026-11-22T14:03:07.123456Z",
+            deviceName: "Front door", isTest: false))
+    }
+
+    @Test func testFlagAndDeviceNameAreRead() throws {
+        let body = #"{"id":"a","sequence":1,"type":"doorbell.pressed","gateway_id":"g","occurred_at":"t","test":true,"device":{"id":"d"}}"#
+        let envelope = try EventEnvelope.parse(Array(body.utf8))
+        #expect(envelope.isTest)
+        #expect(envelope.deviceName == nil)
     }
 
     @Test func deviceIsOptional() throws {

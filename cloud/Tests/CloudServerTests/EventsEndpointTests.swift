@@ -22,7 +22,7 @@ final class CapturedLines: Sendable {
     /// The gateway's Ed25519 device key, as raw bytes (swift-crypto's key types are not Sendable).
     let deviceKeyBytes = Array(Curve25519.Signing.PrivateKey().rawRepresentation)
     let lines = CapturedLines()
-    let store: EventStore
+    let store: CloudStore
     let directory: URL
 
     init() throws {
@@ -30,7 +30,7 @@ final class CapturedLines: Sendable {
         directory = FileManager.default.temporaryDirectory
             .appendingPathComponent("doorbell-cloud-server-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        store = try EventStore(path: directory.appendingPathComponent("events.sqlite").path)
+        store = try CloudStore(url: directory.appendingPathComponent("events.sqlite").path)
     }
 
     deinit {
@@ -44,7 +44,7 @@ final class CapturedLines: Sendable {
     func endpoint(failFirst: Int = 0) throws -> EventsEndpoint {
         let keys = try GatewayKeys(secret: secret, publicKey: GatewayPublicKey(deviceKey().publicKey))
         return EventsEndpoint(
-            intake: WebhookIntake(keys: keys), store: store, output: lines.output,
+            fallbackKeys: keys, store: store, output: lines.output,
             clock: .fixed(seconds: Self.now), failFirst: failFirst > 0 ? FailFirst(total: failFirst) : nil)
     }
 
@@ -83,7 +83,7 @@ final class CapturedLines: Sendable {
         try await app.test(.router) { client in
             let first = try await post(client, body: body, headers: headers)
             #expect(first.0 == .ok)
-            #expect(first.1 == #"{"status":"accepted","id":"\#(id)"}"# + "\n")
+            #expect(first.1 == #"{"status":"accepted","id":"\#(id)","pushes":0}"# + "\n")
             let second = try await post(client, body: body, headers: headers)
             #expect(second.0 == .ok)
             #expect(second.1 == #"{"status":"duplicate","id":"\#(id)"}"# + "\n")

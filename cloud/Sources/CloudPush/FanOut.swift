@@ -1,0 +1,189 @@
+import CloudCore
+import CloudStore
+import Logging
+import Synchronization
+
+/// Drains the delivery queue to APNs: due deliveries in batches, up to `concurrency` at once on
+/// the HTTP/2 connection, each outcome recorded as it arrives, so one bad token never holds up
+/// the others and a crash resumes with exactly the unsent ones. Woken by new events; sleeps
+/// until the next retry is due otherwise (no polling while idle).
+public final class FanOut: Sendable {
+    let store: CloudStore
+    let client: APNsClient
+    let logger: Logger
+    let clock: @Sendable () -> Int64
+    private let wake: Mutex<CheckedContinuation<Void, Never>?> = Mutex(nil)
+    private let pendingWake = Atomic<Bool>(false)
+    let stats = Mutex(FanOutStats())
+
+    public init(store: CloudStore, client: APNsClient, logger: Logger,
+                clock: @escaping @Sendable () -> Int64) {
+        self.store = store
+        self.client = client
+        self.logger = logger
+        self.clock = clock
+    }
+
+    /// New work was queued: start a pass now.
+    public func notify() {
+        pendingWake.store(true, ordering: .sequentiallyConsistent)
+        let continuation = wake.withLock { value -> CheckedContinuation<Void, Never>? in
+            defer { value = nil }
+            return value
+        }
+        continuation?.resume()
+    }
+
+    public var statistics: FanOutStats { stats.withLock { $0 } }
+
+    /// Runs until the task is cancelled.
+    public func run() async {
+        while !Task.isCancelled {
+            pendingWake.store(false, ordering: .sequentiallyConsistent)
+            let sent: Int
+            do {
+                sent = try await pass()
+            } catch {
+                logger.error("fan-out: the delivery queue could not be read; retrying in 5 s",
+                             metadata: ["error": "\(error)"])
+                await sleep(milliseconds: 5_000)
+                continue
+            }
+            if sent > 0 { continue }
+            let next = (try? store.nextDueTime()) ?? nil
+            let now = clock()
+            let wait = next.map { max(0, $0 - now) } ?? 3_600_000
+            if wait > 0 { await sleep(milliseconds: wait) }
+        }
+    }
+
+    /// Sends every delivery due now, batch after batch. Returns how many were attempted.
+    func pass() async throws -> Int {
+        let batchSize = max(client.settings.concurrency * 4, 64)
+        let due = try store.dueDeliveries(now: clock(), limit: batchSize)
+        guard !due.isEmpty else { return 0 }
+        let limit = max(client.settings.concurrency, 1)
+        await withTaskGroup(of: Void.self) { group in
+            var running = 0
+            for delivery in due {
+                if running >= limit {
+                    await group.next()
+                    running -= 1
+                }
+                group.addTask { await self.attempt(delivery) }
+                running += 1
+            }
+        }
+        return due.count
+    }
+
+    /// One delivery: send, and on a rejected provider token sign a new one and send once more.
+    func attempt(_ delivery: Delivery) async {
+        let started = clock()
+        guard started <= delivery.expiresAtMilliseconds else {
+            record(.retry(status: nil, reason: "expired before it could be sent", at: .max), delivery, verdict: nil)
+            return
+        }
+        var verdict: APNsVerdict
+        do {
+            var token = try client.providerToken(now: started / 1000)
+            verdict = await client.send(delivery, token: token)
+            if case .providerTokenRejected(let reason) = verdict {
+                logger.warning("APNs rejected the provider token; signing a new one",
+                               metadata: ["reason": "\(reason)", "iat": "\(token.issuedAt)"])
+                client.providerTokenRejected(token)
+                token = try client.providerToken(now: clock() / 1000)
+                verdict = await client.send(delivery, token: token)
+                if case .providerTokenRejected(let again) = verdict {
+                    // Alert: the key, key id or team id is wrong, or the key was revoked.
+                    logger.critical("APNs rejects freshly signed provider tokens: check --apns-key, --apns-key-id and --apns-team-id",
+                                    metadata: ["reason": "\(again)"])
+                    client.providerTokenRejected(token)
+                }
+            }
+        } catch {
+            verdict = .retry(reason: "could not sign the provider token: \(error)", afterSeconds: 60)
+        }
+        let outcome: CloudStore.Outcome
+        switch verdict {
+        case .delivered:
+            outcome = .delivered
+        case .unregistered(let reason, let timestamp):
+            outcome = .unregistered(reason: reason, timestampMs: timestamp ?? started)
+        case .badDeviceToken:
+            outcome = .badDeviceToken
+        case .providerTokenRejected(let reason):
+            outcome = .retry(status: 403, reason: reason, at: clock() + backoff(delivery, nil))
+        case .retry(let reason, let after):
+            outcome = .retry(status: nil, reason: reason, at: clock() + backoff(delivery, after))
+        case .permanent(let reason):
+            outcome = .failed(status: nil, reason: reason)
+        }
+        record(outcome, delivery, verdict: verdict)
+    }
+
+    private func backoff(_ delivery: Delivery, _ retryAfter: Int64?) -> Int64 {
+        PushBackoff.delayMilliseconds(attempt: Int(delivery.attempts) + 1, retryAfterSeconds: retryAfter,
+                                      random: Double.random(in: 0..<1))
+    }
+
+    private func record(_ outcome: CloudStore.Outcome, _ delivery: Delivery, verdict: APNsVerdict?) {
+        let effect: CloudStore.TokenEffect
+        do {
+            effect = try store.record(outcome, for: delivery, now: clock())
+        } catch {
+            // The push itself happened (or not); the row stays pending and is attempted again.
+            logger.error("fan-out: could not record a push outcome", metadata: ["event": "\(delivery.eventID)", "error": "\(error)"])
+            return
+        }
+        stats.withLock { $0.count(outcome, effect) }
+        if effect == .pruned {
+            logger.info("pruned a dead device token", metadata: ["account": "\(delivery.accountID)"])
+        }
+    }
+
+    private func sleep(milliseconds: Int64) async {
+        await withTaskCancellationHandler {
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { [self] in
+                    await withCheckedContinuation { continuation in
+                        let resumeNow = wake.withLock { value -> Bool in
+                            if pendingWake.load(ordering: .sequentiallyConsistent) { return true }
+                            value = continuation
+                            return false
+                        }
+                        if resumeNow { continuation.resume() }
+                    }
+                }
+                group.addTask {
+                    try? await Task.sleep(for: .milliseconds(milliseconds))
+                }
+                await group.next()
+                group.cancelAll()
+                notify()  // releases the continuation if the timer won
+                pendingWake.store(false, ordering: .sequentiallyConsistent)
+            }
+        } onCancel: {
+            notify()
+        }
+    }
+}
+
+/// Counters since start, for logs and `/healthz`.
+public struct FanOutStats: Sendable, Equatable {
+    public var delivered = 0
+    public var retried = 0
+    public var failed = 0
+    public var unregistered = 0
+    public var pruned = 0
+
+    mutating func count(_ outcome: CloudStore.Outcome, _ effect: CloudStore.TokenEffect) {
+        switch outcome {
+        case .delivered: delivered += 1
+        case .retry: retried += 1
+        case .unregistered: unregistered += 1
+        case .badDeviceToken, .failed: failed += 1
+        }
+        if effect == .pruned { pruned += 1 }
+    }
+}

@@ -1,0 +1,125 @@
+/// The schema, one script for SQLite and PostgreSQL: only types and syntax both accept
+/// (TEXT, BIGINT, `ON CONFLICT`, `IF NOT EXISTS`). Times are Unix milliseconds; ids are text
+/// chosen by the caller (no sequences, which the two spell differently).
+enum CloudSchema {
+    static let version: Int64 = 1
+
+    static let script = """
+        CREATE TABLE IF NOT EXISTS events (
+            id             TEXT PRIMARY KEY NOT NULL,
+            sequence       BIGINT NOT NULL,
+            type           TEXT NOT NULL,
+            gateway_id     TEXT NOT NULL,
+            device_id      TEXT,
+            occurred_at    TEXT NOT NULL,
+            body           TEXT NOT NULL,
+            received_at_ms BIGINT NOT NULL,
+            verified       TEXT NOT NULL
+        );
+        CREATE INDEX IF NOT EXISTS events_by_gateway_sequence ON events (gateway_id, sequence);
+
+        CREATE TABLE IF NOT EXISTS accounts (
+            id            TEXT PRIMARY KEY NOT NULL,
+            name          TEXT NOT NULL,
+            token_sha256  TEXT NOT NULL UNIQUE,
+            created_at_ms BIGINT NOT NULL
+        );
+
+        CREATE TABLE IF NOT EXISTS gateways (
+            id             TEXT PRIMARY KEY NOT NULL,
+            account_id     TEXT NOT NULL REFERENCES accounts (id),
+            public_key     TEXT,
+            secret         TEXT,
+            enrolled_at_ms BIGINT NOT NULL
+        );
+
+        CREATE TABLE IF NOT EXISTS doorbells (
+            id            TEXT PRIMARY KEY NOT NULL,
+            gateway_id    TEXT NOT NULL REFERENCES gateways (id) ON DELETE CASCADE,
+            device_id     TEXT NOT NULL,
+            account_id    TEXT NOT NULL REFERENCES accounts (id),
+            name          TEXT NOT NULL,
+            site          TEXT,
+            created_at_ms BIGINT NOT NULL,
+            UNIQUE (gateway_id, device_id)
+        );
+
+        CREATE TABLE IF NOT EXISTS shares (
+            doorbell_id   TEXT NOT NULL REFERENCES doorbells (id) ON DELETE CASCADE,
+            account_id    TEXT NOT NULL REFERENCES accounts (id),
+            granted_at_ms BIGINT NOT NULL,
+            PRIMARY KEY (doorbell_id, account_id)
+        );
+
+        CREATE TABLE IF NOT EXISTS phones (
+            token            TEXT PRIMARY KEY NOT NULL,
+            account_id       TEXT NOT NULL REFERENCES accounts (id),
+            environment      TEXT NOT NULL,
+            bundle_id        TEXT NOT NULL,
+            registered_at_ms BIGINT NOT NULL,
+            bad_token_count  BIGINT NOT NULL DEFAULT 0
+        );
+        CREATE INDEX IF NOT EXISTS phones_by_account ON phones (account_id);
+
+        CREATE TABLE IF NOT EXISTS deliveries (
+            event_id           TEXT NOT NULL,
+            token              TEXT NOT NULL,
+            account_id         TEXT NOT NULL,
+            environment        TEXT NOT NULL,
+            bundle_id          TEXT NOT NULL,
+            doorbell_id        TEXT,
+            payload            TEXT NOT NULL,
+            apns_id            TEXT NOT NULL,
+            collapse_id        TEXT,
+            expires_at_ms      BIGINT NOT NULL,
+            state              TEXT NOT NULL,
+            attempts           BIGINT NOT NULL DEFAULT 0,
+            next_attempt_at_ms BIGINT NOT NULL,
+            last_status        BIGINT,
+            last_reason        TEXT,
+            created_at_ms      BIGINT NOT NULL,
+            updated_at_ms      BIGINT NOT NULL,
+            PRIMARY KEY (event_id, token)
+        );
+        CREATE INDEX IF NOT EXISTS deliveries_due ON deliveries (state, next_attempt_at_ms);
+
+        CREATE TABLE IF NOT EXISTS beacon_messages (
+            id          TEXT PRIMARY KEY NOT NULL,
+            account_id  TEXT NOT NULL REFERENCES accounts (id),
+            uuid        TEXT NOT NULL,
+            major       BIGINT NOT NULL,
+            minor       BIGINT NOT NULL,
+            doorbell_id TEXT REFERENCES doorbells (id) ON DELETE CASCADE,
+            site        TEXT,
+            event       TEXT NOT NULL,
+            title       TEXT NOT NULL,
+            body        TEXT NOT NULL,
+            UNIQUE (account_id, uuid, major, minor, event)
+        );
+
+        CREATE TABLE IF NOT EXISTS beacon_pushes (
+            token        TEXT NOT NULL,
+            uuid         TEXT NOT NULL,
+            major        BIGINT NOT NULL,
+            minor        BIGINT NOT NULL,
+            last_push_ms BIGINT NOT NULL,
+            PRIMARY KEY (token, uuid, major, minor)
+        );
+
+        CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL);
+        """
+
+    /// Creates what is missing. Idempotent, so every start runs it.
+    static func migrate(_ db: any SQLConnection) throws(StoreError) {
+        try db.execute(script: script, operation: "create schema")
+        let current = try db.query("SELECT version FROM schema_version", [], operation: "read schema version")
+        if current.rows.isEmpty {
+            try db.query("INSERT INTO schema_version (version) VALUES ($1)", [.integer(version)],
+                         operation: "write schema version")
+        } else if let found = current.rows[0].integer(0), found > version {
+            throw StoreError(operation: "open database", code: 0,
+                             message: "the database has schema version \(found), newer than this doorbell-cloud (\(version)); upgrade doorbell-cloud",
+                             backend: db.backend)
+        }
+    }
+}

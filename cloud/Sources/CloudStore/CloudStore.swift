@@ -1,0 +1,323 @@
+import CloudCore
+import Crypto
+import Synchronization
+
+/// Everything the cloud keeps: events, accounts, gateways, doorbells, shares, phone tokens,
+/// deliveries and beacon messages, over one connection (SQLite or PostgreSQL). Every method is
+/// one statement or one transaction, so a crash leaves either all of an operation or none.
+public final class CloudStore: Sendable {
+    let connection: Mutex<any SQLConnection>
+    public let backend: String
+
+    public init(connection: sending any SQLConnection) throws(StoreError) {
+        backend = connection.backend
+        try CloudSchema.migrate(connection)
+        self.connection = Mutex(connection)
+    }
+
+    /// `sqlite:PATH`, a plain path, or a `postgres://` / `postgresql://` URL.
+    public convenience init(url: String) throws(StoreError) {
+        try self.init(connection: Database.open(url: url))
+    }
+
+    func withConnection<T>(_ body: (any SQLConnection) throws(StoreError) -> T) throws(StoreError) -> T {
+        try connection.withLock { (db) throws(StoreError) -> T in try body(db) }
+    }
+
+    // MARK: Accounts
+
+    /// Creates an account and returns it with its bearer token, which is shown only now: the
+    /// store keeps its SHA-256.
+    public func createAccount(name: String, now: Int64) throws -> (Account, token: String) {
+        let name = name.trimmingSpaces
+        guard !name.isEmpty, name.count <= 100 else {
+            throw DirectoryError.invalid("account name must be 1 to 100 characters")
+        }
+        let account = Account(id: "acct_" + RandomID.make(bytes: 9), name: name)
+        let token = "dbk_" + RandomID.make(bytes: 32)
+        try withConnection { (db) throws(StoreError) in
+            try db.query(
+                "INSERT INTO accounts (id, name, token_sha256, created_at_ms) VALUES ($1, $2, $3, $4)",
+                [.text(account.id), .text(name), .text(Self.tokenHash(token)), .integer(now)],
+                operation: "create account")
+        }
+        return (account, token)
+    }
+
+    /// The account a bearer token belongs to, or nil.
+    public func account(bearer token: String) throws(StoreError) -> Account? {
+        try withConnection { (db) throws(StoreError) in
+            try db.query("SELECT id, name FROM accounts WHERE token_sha256 = $1", [.text(Self.tokenHash(token))],
+                         operation: "authenticate").rows.first.map { Account(id: $0.text(0) ?? "", name: $0.text(1) ?? "") }
+        }
+    }
+
+    public func account(id: String) throws(StoreError) -> Account? {
+        try withConnection { (db) throws(StoreError) in
+            try db.query("SELECT id, name FROM accounts WHERE id = $1", [.text(id)], operation: "read account")
+                .rows.first.map { Account(id: $0.text(0) ?? "", name: $0.text(1) ?? "") }
+        }
+    }
+
+    static func tokenHash(_ token: String) -> String {
+        SHA256.hash(data: Array(token.utf8)).map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
+    }
+
+    // MARK: Gateways
+
+    /// Enrolls `id` for `accountID`, or replaces its keys when that account enrolled it before.
+    public func enrollGateway(id: String, accountID: String, publicKey: String?, secret: String?, now: Int64) throws {
+        guard Self.isIdentifier(id) else {
+            throw DirectoryError.invalid("gateway id must be 1 to 64 of A-Z a-z 0-9 . _ - (the agent's gateway_id)")
+        }
+        if let publicKey { _ = try GatewayPublicKey(parsing: publicKey) }
+        if let secret { _ = try WebhookSecret(parsing: secret) }
+        guard publicKey != nil || secret != nil else {
+            throw DirectoryError.invalid("give public_key (from `agentctl pubkey`), secret (whsec_…), or both")
+        }
+        let owner = try withConnection { (db) throws(StoreError) -> String? in
+            let existing = try db.query("SELECT account_id FROM gateways WHERE id = $1", [.text(id)],
+                                        operation: "read gateway").rows.first?.text(0)
+            if existing == nil || existing == accountID {
+                try db.query(
+                    """
+                    INSERT INTO gateways (id, account_id, public_key, secret, enrolled_at_ms) VALUES ($1, $2, $3, $4, $5)
+                    ON CONFLICT (id) DO UPDATE SET public_key = $3, secret = $4, enrolled_at_ms = $5
+                    """,
+                    [.text(id), .text(accountID), .optional(publicKey), .optional(secret), .integer(now)],
+                    operation: "enroll gateway")
+            }
+            return existing
+        }
+        if let owner, owner != accountID {
+            throw DirectoryError.conflict("gateway \(id) is enrolled by another account; that account must remove it first")
+        }
+    }
+
+    public func gateway(id: String) throws(StoreError) -> Gateway? {
+        try withConnection { (db) throws(StoreError) in
+            try db.query("SELECT id, account_id, public_key, secret FROM gateways WHERE id = $1", [.text(id)],
+                         operation: "read gateway").rows.first.map {
+                Gateway(id: $0.text(0) ?? "", accountID: $0.text(1) ?? "", publicKey: $0.text(2), secret: $0.text(3))
+            }
+        }
+    }
+
+    // MARK: Doorbells and shares
+
+    /// Creates or renames a doorbell of a gateway the account enrolled.
+    @discardableResult
+    public func putDoorbell(gatewayID: String, deviceID: String, name: String?, site: String?,
+                            accountID: String, now: Int64) throws -> Doorbell {
+        guard let gateway = try gateway(id: gatewayID) else {
+            throw DirectoryError.notFound("no gateway \(gatewayID): enroll it first (POST /gateways)")
+        }
+        guard gateway.accountID == accountID else {
+            throw DirectoryError.forbidden("gateway \(gatewayID) belongs to another account")
+        }
+        guard Self.isIdentifier(deviceID) else {
+            throw DirectoryError.invalid("device id must be 1 to 64 of A-Z a-z 0-9 . _ - (the agent's [[device]] id)")
+        }
+        if let name, name.trimmingSpaces.isEmpty || name.count > 100 {
+            throw DirectoryError.invalid("doorbell name must be 1 to 100 characters")
+        }
+        let id = Doorbell.id(gatewayID: gatewayID, deviceID: deviceID)
+        try withConnection { (db) throws(StoreError) in
+            try db.query(
+                """
+                INSERT INTO doorbells (id, gateway_id, device_id, account_id, name, site, created_at_ms)
+                VALUES ($1, $2, $3, $4, $5, $6, $7)
+                ON CONFLICT (id) DO UPDATE SET name = COALESCE($8, doorbells.name), site = COALESCE($6, doorbells.site)
+                """,
+                [.text(id), .text(gatewayID), .text(deviceID), .text(accountID), .text(name?.trimmingSpaces ?? deviceID),
+                 .optional(site), .integer(now), .optional(name?.trimmingSpaces)],
+                operation: "put doorbell")
+        }
+        guard let doorbell = try doorbell(id: id) else { throw DirectoryError.notFound("doorbell \(id) vanished") }
+        return doorbell
+    }
+
+    public func doorbell(id: String) throws(StoreError) -> Doorbell? {
+        try withConnection { (db) throws(StoreError) in
+            try Self.doorbell(id: id, db)
+        }
+    }
+
+    static let doorbellColumns = "id, gateway_id, device_id, account_id, name, site"
+
+    static func doorbell(id: String, _ db: any SQLConnection) throws(StoreError) -> Doorbell? {
+        try db.query("SELECT \(doorbellColumns) FROM doorbells WHERE id = $1", [.text(id)], operation: "read doorbell")
+            .rows.first.map(doorbell)
+    }
+
+    static func doorbell(_ row: SQLRow) -> Doorbell {
+        Doorbell(id: row.text(0) ?? "", gatewayID: row.text(1) ?? "", deviceID: row.text(2) ?? "",
+                 accountID: row.text(3) ?? "", name: row.text(4) ?? "", site: row.text(5))
+    }
+
+    /// The doorbells an account owns or has been given.
+    public func doorbells(visibleTo accountID: String) throws(StoreError) -> [(Doorbell, owned: Bool)] {
+        try withConnection { (db) throws(StoreError) in
+            try db.query(
+                """
+                SELECT \(Self.doorbellColumns) FROM doorbells
+                WHERE account_id = $1 OR id IN (SELECT doorbell_id FROM shares WHERE account_id = $1)
+                ORDER BY id
+                """, [.text(accountID)], operation: "list doorbells"
+            ).rows.map { row in
+                let doorbell = Self.doorbell(row)
+                return (doorbell, owned: doorbell.accountID == accountID)
+            }
+        }
+    }
+
+    /// Whether `accountID` owns the doorbell or was given it.
+    public func canSee(doorbellID: String, accountID: String) throws(StoreError) -> Bool {
+        try withConnection { (db) throws(StoreError) in
+            try !db.query(
+                """
+                SELECT 1 FROM doorbells WHERE id = $1 AND (account_id = $2
+                    OR EXISTS (SELECT 1 FROM shares WHERE doorbell_id = $1 AND account_id = $2))
+                """, [.text(doorbellID), .text(accountID)], operation: "check access").rows.isEmpty
+        }
+    }
+
+    public func share(doorbellID: String, with guestID: String, by ownerID: String, now: Int64) throws {
+        let doorbell = try ownedDoorbell(doorbellID, by: ownerID)
+        guard guestID != doorbell.accountID else {
+            throw DirectoryError.invalid("the owner already gets every push of \(doorbellID)")
+        }
+        guard try account(id: guestID) != nil else {
+            throw DirectoryError.notFound("no account \(guestID)")
+        }
+        try withConnection { (db) throws(StoreError) in
+            try db.query(
+                """
+                INSERT INTO shares (doorbell_id, account_id, granted_at_ms) VALUES ($1, $2, $3)
+                ON CONFLICT (doorbell_id, account_id) DO NOTHING
+                """, [.text(doorbellID), .text(guestID), .integer(now)], operation: "share doorbell")
+        }
+    }
+
+    /// Revokes a share; the guest's phones stop getting pushes for events stored from now on.
+    public func unshare(doorbellID: String, from guestID: String, by ownerID: String) throws {
+        _ = try ownedDoorbell(doorbellID, by: ownerID)
+        let removed = try withConnection { (db) throws(StoreError) in
+            try db.query("DELETE FROM shares WHERE doorbell_id = $1 AND account_id = $2",
+                         [.text(doorbellID), .text(guestID)], operation: "unshare doorbell").changes
+        }
+        guard removed > 0 else { throw DirectoryError.notFound("\(doorbellID) is not shared with \(guestID)") }
+    }
+
+    public func shares(doorbellID: String, ownerID: String) throws -> [String] {
+        _ = try ownedDoorbell(doorbellID, by: ownerID)
+        return try withConnection { (db) throws(StoreError) in
+            try db.query("SELECT account_id FROM shares WHERE doorbell_id = $1 ORDER BY account_id",
+                         [.text(doorbellID)], operation: "list shares").rows.compactMap { $0.text(0) }
+        }
+    }
+
+    private func ownedDoorbell(_ id: String, by accountID: String) throws -> Doorbell {
+        guard let doorbell = try doorbell(id: id) else {
+            throw DirectoryError.notFound("no doorbell \(id): it appears with the first event from its gateway, or create it with PUT /doorbells/\(id)")
+        }
+        guard doorbell.accountID == accountID else {
+            throw DirectoryError.forbidden("only the owner of \(id) can change who it is shared with")
+        }
+        return doorbell
+    }
+
+    // MARK: Phones
+
+    /// Registers (or re-registers) a token for an account. Re-registering moves a token to the
+    /// account now signed in on that phone, and clears its BadDeviceToken flag.
+    public func registerPhone(token: String, accountID: String, environment: APNsEnvironment,
+                              bundleID: String, now: Int64) throws {
+        guard Self.isDeviceToken(token) else {
+            throw DirectoryError.invalid("device token must be the hex string of the APNs token (64 or more hex digits)")
+        }
+        guard !bundleID.isEmpty, bundleID.count <= 200, bundleID.allSatisfy({ $0.isASCII && !$0.isWhitespace }) else {
+            throw DirectoryError.invalid("bundle_id must be the app's bundle identifier, e.g. com.example.doorbell")
+        }
+        try withConnection { (db) throws(StoreError) in
+            try db.query(
+                """
+                INSERT INTO phones (token, account_id, environment, bundle_id, registered_at_ms, bad_token_count)
+                VALUES ($1, $2, $3, $4, $5, 0)
+                ON CONFLICT (token) DO UPDATE SET account_id = $2, environment = $3, bundle_id = $4,
+                    registered_at_ms = $5, bad_token_count = 0
+                """,
+                [.text(token.lowercased()), .text(accountID), .text(environment.rawValue), .text(bundleID), .integer(now)],
+                operation: "register phone")
+        }
+    }
+
+    public func unregisterPhone(token: String, accountID: String) throws {
+        let removed = try withConnection { (db) throws(StoreError) in
+            try db.query("DELETE FROM phones WHERE token = $1 AND account_id = $2",
+                         [.text(token.lowercased()), .text(accountID)], operation: "unregister phone").changes
+        }
+        guard removed > 0 else { throw DirectoryError.notFound("this account has no phone with that token") }
+    }
+
+    public func phones(accountID: String) throws(StoreError) -> [Phone] {
+        try withConnection { (db) throws(StoreError) in
+            try db.query(
+                "SELECT \(Self.phoneColumns) FROM phones WHERE account_id = $1 ORDER BY token",
+                [.text(accountID)], operation: "list phones"
+            ).rows.compactMap(Self.phone)
+        }
+    }
+
+    public func phone(token: String) throws(StoreError) -> Phone? {
+        try withConnection { (db) throws(StoreError) in
+            try db.query("SELECT \(Self.phoneColumns) FROM phones WHERE token = $1", [.text(token.lowercased())],
+                         operation: "read phone").rows.first.flatMap(Self.phone)
+        }
+    }
+
+    static let phoneColumns = "token, account_id, environment, bundle_id, registered_at_ms, bad_token_count"
+
+    static func phone(_ row: SQLRow) -> Phone? {
+        guard let environment = row.text(2).flatMap(APNsEnvironment.init(rawValue:)) else { return nil }
+        return Phone(token: row.text(0) ?? "", accountID: row.text(1) ?? "", environment: environment,
+                     bundleID: row.text(3) ?? "", registeredAtMilliseconds: row.integer(4) ?? 0,
+                     badTokenCount: row.integer(5) ?? 0)
+    }
+
+    // MARK: Validation
+
+    static func isIdentifier(_ text: String) -> Bool {
+        (1...64).contains(text.utf8.count)
+            && text.utf8.allSatisfy { $0.isASCIIAlphanumeric || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: "-") }
+    }
+
+    static func isDeviceToken(_ text: String) -> Bool {
+        (64...200).contains(text.utf8.count) && text.utf8.allSatisfy(\.isASCIIHexDigit)
+    }
+}
+
+extension UInt8 {
+    var isASCIIAlphanumeric: Bool {
+        (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(self) || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(self | 0x20)
+    }
+
+    var isASCIIHexDigit: Bool {
+        (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(self) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(self | 0x20)
+    }
+}
+
+extension String {
+    var trimmingSpaces: String {
+        String(drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed())
+    }
+}
+
+/// Unguessable ids and tokens: base64url of system-random bytes.
+enum RandomID {
+    static func make(bytes count: Int) -> String {
+        var generator = SystemRandomNumberGenerator()
+        let bytes = (0..<count).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
+        return Base64URL.encode(bytes)
+    }
+}

@@ -1,0 +1,231 @@
+import CloudCore
+
+/// Events in, deliveries out: the fan-out's durable queue.
+extension CloudStore {
+    public enum IngestResult: Sendable, Equatable {
+        /// Already stored: an at-least-once redelivery. Nothing is pushed again.
+        case duplicate
+        /// Stored now, with this many pushes queued.
+        case stored(pushes: Int)
+    }
+
+    /// Stores a verified event and, in the same transaction, queues one delivery per phone of the
+    /// doorbell's owner and of every account it is shared with. Deduplication by event id comes
+    /// first, so a redelivered event never queues a second push; and since the queue is written
+    /// before the agent gets its 200, a crash after that loses no push.
+    ///
+    /// - Parameter payload: the APNs payload for the event at that doorbell; nil: no push.
+    public func ingest(
+        _ event: StoredEvent, envelope: EventEnvelope, now: Int64, pushTTLMilliseconds: Int64,
+        payload: (PushPayload.Doorbell) -> String?
+    ) throws(StoreError) -> IngestResult {
+        try withConnection { (db) throws(StoreError) -> IngestResult in
+            try db.transaction("store event \(event.id)") { () throws(StoreError) -> IngestResult in
+                let inserted = try db.query(EventRows.insert, EventRows.parameters(event),
+                                            operation: "insert event \(event.id)").changes
+                guard inserted > 0 else { return .duplicate }
+                guard let deviceID = envelope.deviceID,
+                      let owner = try db.query("SELECT account_id FROM gateways WHERE id = $1",
+                                               [.text(envelope.gatewayID)], operation: "read gateway").rows.first?.text(0)
+                else { return .stored(pushes: 0) }
+
+                let doorbellID = Doorbell.id(gatewayID: envelope.gatewayID, deviceID: deviceID)
+                // The first event of a device makes it a doorbell of the gateway's owner.
+                try db.query(
+                    """
+                    INSERT INTO doorbells (id, gateway_id, device_id, account_id, name, site, created_at_ms)
+                    VALUES ($1, $2, $3, $4, $5, NULL, $6) ON CONFLICT (id) DO NOTHING
+                    """,
+                    [.text(doorbellID), .text(envelope.gatewayID), .text(deviceID), .text(owner),
+                     .text(envelope.deviceName ?? deviceID), .integer(now)],
+                    operation: "create doorbell \(doorbellID)")
+                guard let doorbell = try Self.doorbell(id: doorbellID, db),
+                      let body = payload(PushPayload.Doorbell(id: doorbell.id, name: doorbell.name, gatewayID: doorbell.gatewayID))
+                else { return .stored(pushes: 0) }
+
+                let queued = try db.query(
+                    """
+                    INSERT INTO deliveries (event_id, token, account_id, environment, bundle_id, doorbell_id, payload,
+                        apns_id, collapse_id, expires_at_ms, state, attempts, next_attempt_at_ms, created_at_ms, updated_at_ms)
+                    SELECT $1, token, account_id, environment, bundle_id, $2, $3, $4, $5, $6, 'pending', 0, $7, $7, $7
+                    FROM phones
+                    WHERE account_id = $8 OR account_id IN (SELECT account_id FROM shares WHERE doorbell_id = $2)
+                    ON CONFLICT (event_id, token) DO NOTHING
+                    """,
+                    [.text(event.id), .text(doorbell.id), .text(body), .text(PushPayload.apnsID(eventID: event.id)),
+                     .text(Self.collapseID(doorbellID: doorbell.id)), .integer(now + pushTTLMilliseconds),
+                     .integer(now), .text(doorbell.accountID)],
+                    operation: "queue pushes for \(event.id)").changes
+                return .stored(pushes: queued)
+            }
+        }
+    }
+
+    /// `apns-collapse-id` (≤ 64 bytes): a phone that was offline shows the latest ring of a
+    /// doorbell, not a stack of them.
+    static func collapseID(doorbellID: String) -> String {
+        let id = "ring-" + doorbellID
+        return id.utf8.count <= 64 ? id : "ring-" + String(tokenHash(doorbellID).prefix(40))
+    }
+
+    /// Queues one push that is not an event (a beacon message) to one phone.
+    public func queuePush(id: String, to phone: Phone, payload: String, collapseID: String?, now: Int64,
+                          ttlMilliseconds: Int64) throws(StoreError) {
+        try withConnection { (db) throws(StoreError) in
+            try db.query(
+                """
+                INSERT INTO deliveries (event_id, token, account_id, environment, bundle_id, doorbell_id, payload,
+                    apns_id, collapse_id, expires_at_ms, state, attempts, next_attempt_at_ms, created_at_ms, updated_at_ms)
+                VALUES ($1, $2, $3, $4, $5, NULL, $6, $7, $8, $9, 'pending', 0, $10, $10, $10)
+                ON CONFLICT (event_id, token) DO NOTHING
+                """,
+                [.text(id), .text(phone.token), .text(phone.accountID), .text(phone.environment.rawValue),
+                 .text(phone.bundleID), .text(payload), .text(PushPayload.apnsID(eventID: id)), .optional(collapseID),
+                 .integer(now + ttlMilliseconds), .integer(now)],
+                operation: "queue push \(id)")
+        }
+    }
+
+    static let deliveryColumns = """
+        event_id, token, account_id, environment, bundle_id, doorbell_id, payload, apns_id, collapse_id,
+        expires_at_ms, state, attempts, next_attempt_at_ms, last_status, last_reason, updated_at_ms
+        """
+
+    static func delivery(_ row: SQLRow) -> Delivery? {
+        guard let environment = row.text(3).flatMap(APNsEnvironment.init(rawValue:)),
+              let state = row.text(10).flatMap(DeliveryState.init(rawValue:))
+        else { return nil }
+        return Delivery(
+            eventID: row.text(0) ?? "", token: row.text(1) ?? "", accountID: row.text(2) ?? "",
+            environment: environment, bundleID: row.text(4) ?? "", doorbellID: row.text(5), payload: row.text(6) ?? "",
+            apnsID: row.text(7) ?? "", collapseID: row.text(8), expiresAtMilliseconds: row.integer(9) ?? 0,
+            state: state, attempts: row.integer(11) ?? 0, nextAttemptAtMilliseconds: row.integer(12) ?? 0,
+            lastStatus: row.integer(13), lastReason: row.text(14), updatedAtMilliseconds: row.integer(15) ?? 0)
+    }
+
+    /// Pending deliveries whose time has come, oldest first.
+    public func dueDeliveries(now: Int64, limit: Int) throws(StoreError) -> [Delivery] {
+        try withConnection { (db) throws(StoreError) in
+            try db.query(
+                """
+                SELECT \(Self.deliveryColumns) FROM deliveries
+                WHERE state = 'pending' AND next_attempt_at_ms <= $1
+                ORDER BY next_attempt_at_ms, created_at_ms LIMIT $2
+                """, [.integer(now), .integer(Int64(limit))], operation: "read due deliveries"
+            ).rows.compactMap(Self.delivery)
+        }
+    }
+
+    /// When the earliest pending delivery is due, or nil when none is pending.
+    public func nextDueTime() throws(StoreError) -> Int64? {
+        try withConnection { (db) throws(StoreError) in
+            try db.query("SELECT MIN(next_attempt_at_ms) FROM deliveries WHERE state = 'pending'", [],
+                         operation: "read next due time").rows.first?.integer(0)
+        }
+    }
+
+    public func deliveries(eventID: String) throws(StoreError) -> [Delivery] {
+        try withConnection { (db) throws(StoreError) in
+            try db.query("SELECT \(Self.deliveryColumns) FROM deliveries WHERE event_id = $1 ORDER BY account_id, token",
+                         [.text(eventID)], operation: "list deliveries").rows.compactMap(Self.delivery)
+        }
+    }
+
+    /// Counts by state, for `/healthz` and the status line.
+    public func deliveryCounts() throws(StoreError) -> [DeliveryState: Int64] {
+        try withConnection { (db) throws(StoreError) in
+            var counts: [DeliveryState: Int64] = [:]
+            for row in try db.query("SELECT state, COUNT(*) FROM deliveries GROUP BY state", [],
+                                    operation: "count deliveries").rows {
+                if let state = row.text(0).flatMap(DeliveryState.init(rawValue:)) { counts[state] = row.integer(1) ?? 0 }
+            }
+            return counts
+        }
+    }
+
+    /// What the fan-out learned from one attempt.
+    public enum Outcome: Sendable, Equatable {
+        case delivered
+        /// 410: delete the phone unless it registered again after `timestampMs` (or, without a
+        /// timestamp, after the attempt began).
+        case unregistered(reason: String, timestampMs: Int64)
+        /// 400 BadDeviceToken: flag the phone; delete it once it is flagged twice.
+        case badDeviceToken
+        case retry(status: Int64?, reason: String, at: Int64)
+        case failed(status: Int64?, reason: String)
+    }
+
+    /// What recording an outcome did to the phone.
+    public enum TokenEffect: Sendable, Equatable {
+        case none
+        case pruned
+        case flagged
+        case kept
+    }
+
+    /// Records one attempt's outcome in one transaction.
+    @discardableResult
+    public func record(_ outcome: Outcome, for delivery: Delivery, now: Int64) throws(StoreError) -> TokenEffect {
+        try withConnection { (db) throws(StoreError) -> TokenEffect in
+            try db.transaction("record push \(delivery.eventID)") { () throws(StoreError) -> TokenEffect in
+                func update(_ state: DeliveryState, status: Int64?, reason: String?, next: Int64? = nil) throws(StoreError) {
+                    try db.query(
+                        """
+                        UPDATE deliveries SET state = $3, attempts = attempts + 1, last_status = $4, last_reason = $5,
+                            next_attempt_at_ms = COALESCE($6, next_attempt_at_ms), updated_at_ms = $7
+                        WHERE event_id = $1 AND token = $2
+                        """,
+                        [.text(delivery.eventID), .text(delivery.token), .text(state.rawValue), status.map(SQLValue.integer) ?? .null,
+                         .optional(reason), next.map(SQLValue.integer) ?? .null, .integer(now)],
+                        operation: "record push")
+                }
+                switch outcome {
+                case .delivered:
+                    try update(.delivered, status: 200, reason: nil)
+                    return .none
+                case .unregistered(let reason, let timestamp):
+                    try update(.unregistered, status: 410, reason: reason)
+                    // A phone that registered the token again after APNs saw it die has the app back.
+                    let pruned = try db.query(
+                        "DELETE FROM phones WHERE token = $1 AND registered_at_ms <= $2",
+                        [.text(delivery.token), .integer(timestamp)], operation: "prune token").changes
+                    return pruned > 0 ? .pruned : .kept
+                case .badDeviceToken:
+                    try update(.failed, status: 400, reason: "BadDeviceToken")
+                    try db.query("UPDATE phones SET bad_token_count = bad_token_count + 1 WHERE token = $1",
+                                 [.text(delivery.token)], operation: "flag token")
+                    let pruned = try db.query("DELETE FROM phones WHERE token = $1 AND bad_token_count >= 2",
+                                              [.text(delivery.token)], operation: "prune token").changes
+                    return pruned > 0 ? .pruned : .flagged
+                case .retry(let status, let reason, let at):
+                    if at > delivery.expiresAtMilliseconds {
+                        try update(.expired, status: status, reason: reason)
+                    } else {
+                        try update(.pending, status: status, reason: reason, next: at)
+                    }
+                    return .none
+                case .failed(let status, let reason):
+                    try update(.failed, status: status, reason: reason)
+                    return .none
+                }
+            }
+        }
+    }
+}
+
+extension CloudStore {
+    /// All stored events, ordered by gateway and sequence.
+    public func allEvents() throws(StoreError) -> [StoredEvent] {
+        try withConnection { (db) throws(StoreError) in
+            try db.query("SELECT \(EventRows.columns) FROM events ORDER BY gateway_id, sequence, received_at_ms", [],
+                         operation: "list events").rows.map(EventRows.event)
+        }
+    }
+
+    public func event(id: String) throws(StoreError) -> StoredEvent? {
+        try withConnection { (db) throws(StoreError) in
+            try db.query("SELECT \(EventRows.columns) FROM events WHERE id = $1", [.text(id)], operation: "read event")
+                .rows.first.map(EventRows.event)
+        }
+    }
+}

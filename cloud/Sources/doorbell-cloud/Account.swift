@@ -1,0 +1,34 @@
+import ArgumentParser
+import CloudCore
+import CloudStore
+import Foundation
+
+struct AccountCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "account",
+        abstract: "Manage accounts directly in the database (for operators without an admin token).",
+        subcommands: [Create.self])
+
+    struct Create: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Create an account and print {\"id\":…,\"name\":…,\"token\":…}; the token is shown only once.")
+
+        @Option(help: ArgumentHelp("The database `serve` uses: a SQLite file, or a postgres:// URL.", valueName: "path|url"))
+        var db: String
+
+        @Option(help: "A name for the account (shown to the owners who share with it).")
+        var name: String
+
+        func run() throws {
+            let store: CloudStore
+            do {
+                store = try CloudStore(url: db)
+            } catch {
+                throw CLIError("--db \(db): \(error)")
+            }
+            let now = Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
+            let (account, token) = try store.createAccount(name: name, now: now)
+            print(JSONText.object(["id": .string(account.id), "name": .string(account.name), "token": .string(token)]))
+        }
+    }
+}

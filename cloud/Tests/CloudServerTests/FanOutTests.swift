@@ -1,0 +1,422 @@
+import CloudCore
+import CloudPush
+import CloudServer
+import CloudStore
+import Crypto
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import Synchronization
+import Testing
+
+/// The cloud end to end, short of the network between agent and cloud: signed events into the
+/// router, SQLite on disk, the fan-out over real TLS + HTTP/2 to the APNs-compatible test server.
+/// Where the store lives: a SQLite file, and a PostgreSQL schema when a test server is given
+/// (`cloud/scripts/with-test-postgres.sh`, which `make test` uses).
+enum StoreBackend: String, Sendable, CustomTestStringConvertible {
+    case sqlite
+    case postgres
+
+    static var available: [StoreBackend] {
+        ProcessInfo.processInfo.environment["DOORBELL_CLOUD_TEST_POSTGRES"] == nil ? [.sqlite] : [.sqlite, .postgres]
+    }
+
+    var testDescription: String { rawValue }
+
+    /// A fresh, empty store, and what removes it afterwards.
+    func make(in directory: URL) throws -> (CloudStore, cleanup: @Sendable () -> Void) {
+        switch self {
+        case .sqlite:
+            return (try CloudStore(url: directory.appendingPathComponent("cloud.sqlite").path), {})
+        case .postgres:
+            let base = try #require(ProcessInfo.processInfo.environment["DOORBELL_CLOUD_TEST_POSTGRES"])
+            let schema = "fanout_" + String(UInt64.random(in: 0...UInt64.max), radix: 16)
+            let admin = try PostgresConnection(conninfo: base)
+            try admin.execute(script: "CREATE SCHEMA \(schema)", operation: "create test schema")
+            let store = try CloudStore(connection: PostgresConnection(conninfo: base + " options='-csearch_path=\(schema)'"))
+            return (store, { try? admin.execute(script: "DROP SCHEMA \(schema) CASCADE", operation: "drop test schema") })
+        }
+    }
+}
+
+@Suite(.serialized) final class FanOutTests: Sendable {
+    let directory: URL
+    let secret = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD"
+    let adminToken = "admin-secret-for-tests"
+    let logger = Logger(label: "fan-out-test")
+
+    init() throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("fanout-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    }
+
+    /// Drops the PostgreSQL schemas the test made.
+    let cleanups = Mutex<[@Sendable () -> Void]>([])
+
+    deinit {
+        for cleanup in cleanups.withLock({ $0 }) { cleanup() }
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    /// The router with a fan-out to `apns`, and the fan-out running in the background.
+    struct Cloud {
+        let app: Application<RouterResponder<BasicRequestContext>>
+        let fanOut: FanOut
+        let client: APNsClient
+        let store: CloudStore
+        let cleanup: @Sendable () -> Void
+    }
+
+    func cloud(_ apns: APNsTestServer, backend: StoreBackend = .sqlite, concurrency: Int = 50) throws -> Cloud {
+        let (store, cleanup) = try backend.make(in: directory)
+        cleanups.withLock { $0.append(cleanup) }
+        var settings = APNsSettings(key: try APNsSigningKey(pem: apns.keyPEM, teamID: APNsTestServer.teamID,
+                                                            keyID: APNsTestServer.keyID))
+        settings.productionURL = apns.url
+        settings.sandboxURL = apns.url
+        settings.caFile = apns.caFile
+        settings.concurrency = concurrency
+        settings.requestTimeoutSeconds = 10
+        let client = try APNsClient(settings: settings, logger: logger)
+        let fanOut = FanOut(store: store, client: client, logger: logger, clock: WallClock.system.millisecondsSinceEpoch)
+        let events = EventsEndpoint(fallbackKeys: nil, store: store, output: OutputLines { _ in }, fanOut: fanOut)
+        let api = AppAPI(store: store, adminToken: adminToken, fanOut: fanOut, topics: [APNsTestServer.topic])
+        return Cloud(app: Application(router: makeRouter(events: events, api: api)), fanOut: fanOut, client: client,
+                     store: store, cleanup: cleanup)
+    }
+
+    // MARK: API helpers
+
+    func call(_ client: some TestClientProtocol, _ method: HTTPRequest.Method, _ uri: String, token: String?,
+              _ body: String = "") async throws -> (HTTPResponse.Status, [String: Any]) {
+        var headers = HTTPFields()
+        if let token { headers[.authorization] = "Bearer " + token }
+        headers[.contentType] = "application/json"
+        return try await client.execute(uri: uri, method: method, headers: headers, body: ByteBuffer(string: body)) {
+            let text = String(buffer: $0.body)
+            let json = (try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]) ?? [:]
+            return ($0.status, json)
+        }
+    }
+
+    func createAccount(_ client: some TestClientProtocol, _ name: String) async throws -> (id: String, token: String) {
+        let (status, json) = try await call(client, .post, "/accounts", token: adminToken, #"{"name":"\#(name)"}"#)
+        #expect(status == .created)
+        return (try #require(json["id"] as? String), try #require(json["token"] as? String))
+    }
+
+    func register(_ client: some TestClientProtocol, _ token: String, account: String) async throws {
+        let (status, json) = try await call(client, .put, "/phones/\(token)", token: account,
+                                            #"{"environment":"sandbox","bundle_id":"\#(APNsTestServer.topic)"}"#)
+        #expect(status == .ok, "\(json)")
+    }
+
+    /// Owner with a gateway and the doorbell gw-0001:front-door shared with `guests` accounts.
+    func household(_ client: some TestClientProtocol, guests: Int) async throws -> [(id: String, token: String)] {
+        let owner = try await createAccount(client, "Owner")
+        var (status, json) = try await call(client, .post, "/gateways", token: owner.token,
+                                            #"{"id":"gw-0001","secret":"\#(secret)"}"#)
+        #expect(status == .created, "\(json)")
+        (status, json) = try await call(client, .put, "/doorbells/gw-0001:front-door", token: owner.token,
+                                        #"{"name":"Front door","site":"home"}"#)
+        #expect(status == .ok, "\(json)")
+        var accounts = [owner]
+        for index in 0..<guests {
+            let guest = try await createAccount(client, "Guest \(index)")
+            (status, json) = try await call(client, .post, "/doorbells/gw-0001:front-door/shares", token: owner.token,
+                                            #"{"account_id":"\#(guest.id)"}"#)
+            #expect(status == .ok, "\(json)")
+            accounts.append(guest)
+        }
+        return accounts
+    }
+
+    /// POSTs a v1-signed doorbell.pressed event, as the agent does.
+    func press(_ client: some TestClientProtocol, id: String, sequence: Int64 = 1) async throws -> (HTTPResponse.Status, [String: Any]) {
+        let body = #"{"id":"\#(id)","sequence":\#(sequence),"type":"doorbell.pressed","gateway_id":"gw-0001","occurred_at":"2026-11-23T18:00:00.000000Z","test":false,"device":{"id":"front-door","name":"Front door","radio":"rtl433"},"data":{"code":"91568f"}}"#
+        let timestamp = String(Int64(Date().timeIntervalSince1970))
+        let signature = SignatureVerifier.v1Signature(
+            secret: try WebhookSecret(parsing: secret), id: id, timestamp: timestamp, body: Array(body.utf8))
+        var headers = HTTPFields()
+        for (name, value) in [("webhook-id", id), ("webhook-timestamp", timestamp), ("webhook-signature", signature),
+                              ("doorbell-gateway-id", "gw-0001"), ("content-type", "application/json")] {
+            headers[try #require(HTTPFields.Element.Name(name))] = value
+        }
+        return try await client.execute(uri: "/events", method: .post, headers: headers, body: ByteBuffer(string: body)) {
+            ($0.status, (try? JSONSerialization.jsonObject(with: Data(String(buffer: $0.body).utf8)) as? [String: Any]) ?? [:])
+        }
+    }
+
+    /// Waits (at most 60 s) until no delivery of `eventID` is pending.
+    func settled(_ eventID: String, _ store: CloudStore) async throws -> [Delivery] {
+        for _ in 0..<600 {
+            let rows = try store.deliveries(eventID: eventID)
+            if !rows.isEmpty, !rows.contains(where: { $0.state == .pending }) { return rows }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        Issue.record("deliveries of \(eventID) still pending after 60 s")
+        return try store.deliveries(eventID: eventID)
+    }
+
+    func withFanOut<T>(_ cloud: Cloud, _ body: () async throws -> T) async throws -> T {
+        let runner = Task { await cloud.fanOut.run() }
+        defer { runner.cancel() }
+        let value = try await body()
+        runner.cancel()
+        await runner.value
+        await cloud.client.shutdown()
+        return value
+    }
+
+    // MARK: Scenarios
+
+    /// The issue's scenario: 200 phones on 5 accounts, 20 of them dead; the agent delivers the
+    /// same event three times. 180 pushes, 20 tokens pruned, no phone rings twice.
+    @Test(arguments: StoreBackend.available)
+    func twoHundredPhonesTwentyDeadThreeDeliveries(backend: StoreBackend) async throws {
+        let tokensByAccount: [[String]] = (0..<5).map { _ in (0..<40).map { _ in randomDeviceToken() } }
+        let all = tokensByAccount.flatMap { $0 }
+        let dead = Set(all.shuffled().prefix(20))
+        var scripted: [String: Any] = [:]
+        for token in dead { scripted[token] = [["status": 410, "reason": "Unregistered", "timestamp_ms": "now"]] }
+        let apns = try APNsTestServer(script: ["tokens": scripted, "default": ["status": 200]])
+        let cloud = try cloud(apns, backend: backend)
+        let eventID = "019ab2c4-5d6e-7f80-9a1b-2c3d4e5f6a7b"
+
+        try await withFanOut(cloud) {
+            try await cloud.app.test(.router) { client in
+                let accounts = try await household(client, guests: 4)
+                for (account, tokens) in zip(accounts, tokensByAccount) {
+                    for token in tokens { try await register(client, token, account: account.token) }
+                }
+                // Two deliveries race, a third comes later (the agent's retry after a lost 200).
+                async let first = press(client, id: eventID)
+                async let second = press(client, id: eventID)
+                let answers = try await [first, second]
+                #expect(answers.allSatisfy { $0.0 == .ok })
+                #expect(answers.map { $0.1["status"] as? String }.sorted { ($0 ?? "") < ($1 ?? "") } == ["accepted", "duplicate"])
+                #expect(answers.compactMap { $0.1["pushes"] as? Int } == [200])
+                let rows = try await settled(eventID, cloud.store)
+                let third = try await press(client, id: eventID)
+                #expect(third.1["status"] as? String == "duplicate")
+
+                #expect(rows.count == 200)
+                #expect(rows.filter { $0.state == .delivered }.count == 180)
+                #expect(Set(rows.filter { $0.state == .unregistered }.map(\.token)) == dead)
+
+                let owner = accounts[0]
+                let (status, json) = try await call(client, .get, "/events/\(eventID)/deliveries", token: owner.token)
+                #expect(status == .ok)
+                #expect((json["deliveries"] as? [Any])?.count == 200)
+                // A guest sees only the pushes to its own phones.
+                let guestView = try await call(client, .get, "/events/\(eventID)/deliveries", token: accounts[1].token)
+                #expect((guestView.1["deliveries"] as? [Any])?.count == 40)
+            }
+        }
+
+        let requests = try apns.processed()
+        let ok = requests.filter { $0["status"] as? Int == 200 }.compactMap { $0["token"] as? String }
+        #expect(ok.count == 180, "every live phone rang exactly once")
+        #expect(Set(ok).count == 180)
+        #expect(Set(ok).isDisjoint(with: dead))
+        #expect(requests.count == 200, "no push was sent twice: \(requests.count) requests")
+        var remaining = 0
+        for tokens in tokensByAccount {
+            for token in tokens where try cloud.store.phone(token: token) != nil { remaining += 1 }
+        }
+        #expect(remaining == 180, "the 20 dead tokens are pruned")
+
+        // The headers and payload APNs gets.
+        let sample = try #require(requests.first { $0["status"] as? Int == 200 })
+        let headers = try #require(sample["headers"] as? [String: String])
+        #expect(headers["apns-topic"] == APNsTestServer.topic)
+        #expect(headers["apns-push-type"] == "alert")
+        #expect(headers["apns-priority"] == "10")
+        #expect(headers["apns-id"] == eventID)
+        #expect(headers["apns-collapse-id"] == "ring-gw-0001:front-door")
+        #expect(Int64(headers["apns-expiration"] ?? "") ?? 0 > Int64(Date().timeIntervalSince1970))
+        let payload = try #require(sample["payload"] as? [String: Any])
+        let aps = try #require(payload["aps"] as? [String: Any])
+        #expect(aps["thread-id"] as? String == "doorbell-gw-0001:front-door")
+        let alert = try #require(aps["alert"] as? [String: Any])
+        #expect(alert["loc-key"] as? String == "DOORBELL_PRESSED")
+        #expect(alert["title"] as? String == "Front door")
+        let doorbell = try #require(payload["doorbell"] as? [String: Any])
+        #expect(doorbell["event_id"] as? String == eventID)
+        #expect(doorbell["gateway_id"] as? String == "gw-0001")
+    }
+
+    /// GOAWAY after 30 streams while up to 50 are in flight: the unprocessed ones are sent again
+    /// on a new connection; every phone rings exactly once.
+    @Test func goAwayMidBatchStillDeliversAll() async throws {
+        let tokens = (0..<100).map { _ in randomDeviceToken() }
+        let apns = try APNsTestServer(script: [
+            "default": ["status": 200], "goaway_after_streams": 30, "goaway_connections": 1, "delay_ms": 20,
+        ])
+        let cloud = try cloud(apns, concurrency: 50)
+        let eventID = "019ab2c4-5d6e-7f80-9a1b-2c3d4e5f6a01"
+        try await withFanOut(cloud) {
+            try await cloud.app.test(.router) { client in
+                let accounts = try await household(client, guests: 0)
+                for token in tokens { try await register(client, token, account: accounts[0].token) }
+                #expect(try await press(client, id: eventID).1["pushes"] as? Int == 100)
+                let rows = try await settled(eventID, cloud.store)
+                #expect(rows.filter { $0.state == .delivered }.count == 100)
+            }
+        }
+        let log = try apns.log()
+        #expect(log.contains { $0["event"] as? String == "goaway" }, "the server did send GOAWAY")
+        let ok = try apns.processed().filter { $0["status"] as? Int == 200 }.compactMap { $0["token"] as? String }
+        #expect(ok.count == 100)
+        #expect(Set(ok) == Set(tokens))
+    }
+
+    /// Per-token outcomes, each handled on its own while the others go through.
+    @Test(arguments: StoreBackend.available)
+    func eachTokenOutcomeIsHandledOnItsOwn(backend: StoreBackend) async throws {
+        let reRegistered = randomDeviceToken()
+        let badOnce = randomDeviceToken()
+        let throttled = randomDeviceToken()
+        let flaky = randomDeviceToken()
+        let reset = randomDeviceToken()
+        let tooLarge = randomDeviceToken()
+        let notForTopic = randomDeviceToken()
+        let healthy = (0..<10).map { _ in randomDeviceToken() }
+        let apns = try APNsTestServer(script: ["tokens": [:], "default": ["status": 200]])
+        let cloud = try cloud(apns, backend: backend)
+        let first = "019ab2c4-5d6e-7f80-9a1b-2c3d4e5f6a02"
+        try await withFanOut(cloud) {
+            try await cloud.app.test(.router) { client in
+                let owner = try await household(client, guests: 0)[0]
+                for token in [reRegistered, badOnce, throttled, flaky, reset, tooLarge, notForTopic] + healthy {
+                    try await register(client, token, account: owner.token)
+                }
+                // APNs saw the token die just before the phone registered it again.
+                let registeredAt = try #require(try cloud.store.phone(token: reRegistered)).registeredAtMilliseconds
+                try apns.setScript([
+                    "tokens": [
+                        reRegistered: [["status": 410, "reason": "Unregistered", "timestamp_ms": registeredAt - 1]],
+                        badOnce: [["status": 400, "reason": "BadDeviceToken"], ["status": 200]],
+                        throttled: [["status": 429, "reason": "TooManyRequests"], ["status": 200]],
+                        flaky: [["status": 500, "reason": "InternalServerError"], ["status": 503, "reason": "ServiceUnavailable"], ["status": 200]],
+                        reset: [["reset": true], ["status": 200]],
+                        tooLarge: [["status": 413, "reason": "PayloadTooLarge"]],
+                        notForTopic: [["status": 400, "reason": "DeviceTokenNotForTopic"]],
+                    ],
+                    "default": ["status": 200],
+                    "expire_provider_token_first": 1,
+                ])
+                #expect(try await press(client, id: first).1["pushes"] as? Int == 17)
+                let rows = try await settled(first, cloud.store)
+                func state(_ token: String) -> DeliveryState? { rows.first { $0.token == token }?.state }
+                #expect(state(reRegistered) == .unregistered)
+                #expect(try cloud.store.phone(token: reRegistered) != nil, "re-registered after the 410's timestamp: kept")
+                #expect(state(badOnce) == .failed)
+                #expect(try cloud.store.phone(token: badOnce)?.badTokenCount == 1, "flagged, not yet deleted")
+                #expect(state(throttled) == .delivered)
+                #expect(state(flaky) == .delivered)
+                #expect(state(reset) == .delivered)
+                #expect(state(tooLarge) == .failed)
+                #expect(state(notForTopic) == .failed)
+                #expect(healthy.allSatisfy { state($0) == .delivered })
+
+                // BadDeviceToken again: now the token is deleted.
+                try apns.setScript(["tokens": [badOnce: [["status": 400, "reason": "BadDeviceToken"]]], "default": ["status": 200]])
+                let second = "019ab2c4-5d6e-7f80-9a1b-2c3d4e5f6a03"
+                _ = try await press(client, id: second, sequence: 2)
+                _ = try await settled(second, cloud.store)
+                #expect(try cloud.store.phone(token: badOnce) == nil)
+            }
+        }
+        let requests = try apns.processed().filter { $0["apns_id"] as? String == first }
+        func count(_ token: String) -> Int { requests.filter { $0["token"] as? String == token }.count }
+        #expect(count(tooLarge) == 1, "PayloadTooLarge is never retried")
+        #expect(count(notForTopic) == 1, "DeviceTokenNotForTopic is never retried")
+        #expect(count(throttled) == 2)
+        #expect(count(flaky) == 3)
+        let expired = requests.filter { $0["reason"] as? String == "ExpiredProviderToken" }
+        #expect(expired.count == 1)
+        let issued = Set(requests.compactMap { $0["jwt_iat"] as? Int })
+        #expect(issued.count >= 2, "a new provider token was signed after ExpiredProviderToken")
+    }
+
+    /// A phone reports entering a beacon region: it gets the message its owner set, once per interval.
+    @Test(arguments: StoreBackend.available)
+    func beaconReportPushesTheConfiguredMessageRateLimited(backend: StoreBackend) async throws {
+        let apns = try APNsTestServer(script: ["default": ["status": 200]])
+        let cloud = try cloud(apns, backend: backend)
+        let uuid = "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0"
+        let phone = randomDeviceToken()
+        let stranger = randomDeviceToken()
+        try await withFanOut(cloud) {
+            try await cloud.app.test(.router) { client in
+                let accounts = try await household(client, guests: 1)
+                let (owner, guest) = (accounts[0], accounts[1])
+                let outsider = try await createAccount(client, "Outsider")
+                try await register(client, phone, account: guest.token)
+                try await register(client, stranger, account: outsider.token)
+                var (status, json) = try await call(client, .put, "/beacon-messages", token: owner.token, #"""
+                    {"uuid":"\#(uuid)","major":1,"minor":2,"site":"home","title":"Welcome home","body":"The front door knows you are here"}
+                    """#)
+                #expect(status == .ok, "\(json)")
+                let report = #"{"uuid":"\#(uuid)","major":1,"minor":2,"event":"entered","token":"\#(phone)"}"#
+                (status, json) = try await call(client, .post, "/beacon-reports", token: guest.token, report)
+                #expect(status == .accepted, "\(json)")
+                let id = try #require(json["id"] as? String)
+                #expect(try await settled(id, cloud.store).first?.state == .delivered)
+                (status, json) = try await call(client, .post, "/beacon-reports", token: guest.token, report)
+                #expect(status == .tooManyRequests, "one message per phone and region per interval")
+                // Someone the doorbell is not shared with gets nothing.
+                (status, json) = try await call(client, .post, "/beacon-reports", token: outsider.token,
+                    #"{"uuid":"\#(uuid)","major":1,"minor":2,"token":"\#(stranger)"}"#)
+                #expect(json["status"] as? String == "no_message")
+                // Another account's phone token cannot be used.
+                (status, _) = try await call(client, .post, "/beacon-reports", token: outsider.token, report)
+                #expect(status == .notFound)
+            }
+        }
+        let pushed = try apns.processed()
+        #expect(pushed.count == 1)
+        let payload = try #require(pushed.first?["payload"] as? [String: Any])
+        let alert = try #require((payload["aps"] as? [String: Any])?["alert"] as? [String: Any])
+        #expect(alert["title"] as? String == "Welcome home")
+    }
+
+    /// Revoking a share stops pushes to the guest's phones for later events.
+    @Test func unshareStopsPushesToTheGuest() async throws {
+        let apns = try APNsTestServer(script: ["default": ["status": 200]])
+        let cloud = try cloud(apns)
+        let ownerPhone = randomDeviceToken()
+        let guestPhone = randomDeviceToken()
+        try await withFanOut(cloud) {
+            try await cloud.app.test(.router) { client in
+                let accounts = try await household(client, guests: 1)
+                try await register(client, ownerPhone, account: accounts[0].token)
+                try await register(client, guestPhone, account: accounts[1].token)
+                #expect(try await press(client, id: "019ab2c4-5d6e-7f80-9a1b-2c3d4e5f6a10").1["pushes"] as? Int == 2)
+                let (status, _) = try await call(client, .delete, "/doorbells/gw-0001:front-door/shares/\(accounts[1].id)",
+                                                 token: accounts[0].token)
+                #expect(status == .noContent)
+                #expect(try await press(client, id: "019ab2c4-5d6e-7f80-9a1b-2c3d4e5f6a11", sequence: 2).1["pushes"] as? Int == 1)
+                // Only the owner may share or unshare.
+                let (forbidden, _) = try await call(client, .post, "/doorbells/gw-0001:front-door/shares",
+                                                    token: accounts[1].token, #"{"account_id":"\#(accounts[1].id)"}"#)
+                #expect(forbidden == .forbidden)
+            }
+        }
+    }
+
+    /// Events of a gateway nobody enrolled are refused with a message that says what to do.
+    @Test func unenrolledGatewayIsRefused() async throws {
+        let apns = try APNsTestServer(script: ["default": ["status": 200]])
+        let cloud = try cloud(apns)
+        try await cloud.app.test(.router) { client in
+            let (status, json) = try await press(client, id: "019ab2c4-5d6e-7f80-9a1b-2c3d4e5f6a20")
+            #expect(status == .unauthorized)
+            #expect(json["error"] as? String == "unknown_gateway")
+            #expect((json["reason"] as? String)?.contains("POST /gateways") == true)
+        }
+        await cloud.client.shutdown()
+    }
+}
