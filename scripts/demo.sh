@@ -14,6 +14,9 @@ agentctl=$root/.build/debug/agentctl
 cloud=$root/cloud/.build/debug/doorbell-cloud
 config=$root/board/sim/agent.toml
 port=8443
+topic=com.example.doorbell
+apns_team=DEMOTEAM01
+apns_key_id=DEMOKEY001
 
 pids=()
 cleanup() {
@@ -27,10 +30,52 @@ if (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; then
   exit 1
 fi
 
-rm -rf "$work/state" "$work/cloud.sqlite" "$work"/*.log "$work/chime.log"
+rm -rf "$work/state" "$work"/cloud.sqlite* "$work"/*.log "$work/chime.log" "$work/apns.jsonl" "$work"/*-ready.json
 mkdir -p "$work"
+py=$(scripts/venv.sh)  # the APNs test server's Python (h2, cryptography); made once, from PyPI
 scripts/make-test-pki.sh "$work/pki"
 [ -s "$work/gateway.whsec" ] || echo "whsec_$(openssl rand -base64 24)" > "$work/gateway.whsec"
+gateway=$(sed -n 's/^gateway_id *= *"\(.*\)".*/\1/p' "$config")
+
+# api METHOD PATH TOKEN [JSON]: one call to the receiver's app API; prints the JSON answer,
+# fails (with the answer) unless it is 2xx.
+api() {
+  "$py" - "https://127.0.0.1:$port" "$work/pki/ca.pem" "$@" <<'PY'
+import json, ssl, sys, urllib.error, urllib.request
+base, ca, method, path, token = sys.argv[1:6]
+body = sys.argv[6].encode() if len(sys.argv) > 6 else None
+request = urllib.request.Request(base + path, data=body, method=method,
+                                 headers={"Authorization": "Bearer " + token, "Content-Type": "application/json"})
+opener = urllib.request.build_opener(urllib.request.ProxyHandler({}),
+                                     urllib.request.HTTPSHandler(context=ssl.create_default_context(cafile=ca)))
+try:
+    with opener.open(request, timeout=10) as response:
+        print(response.read().decode())
+except urllib.error.HTTPError as e:
+    sys.exit(f"demo: {method} {path} answered {e.code}: {e.read().decode()}")
+PY
+}
+# json FIELD: a field of the JSON object on stdin.
+json() { "$py" -c 'import json, sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
+
+# The APNs side: Apple's .p8 signing key (ES256, PKCS#8) for the receiver, its public half for
+# the test server, which checks every provider token with it.
+openssl ecparam -name prime256v1 -genkey -noout | openssl pkcs8 -topk8 -nocrypt -out "$work/apns.p8"
+openssl ec -in "$work/apns.p8" -pubout -out "$work/apns.pub.pem" 2>/dev/null
+"$py" Tests/helpers/apns_test_server.py --cert "$work/pki/server.pem" --key "$work/pki/server.key" \
+  --port 0 --ready-file "$work/apns-ready.json" --team-id $apns_team --key-id $apns_key_id \
+  --public-key "$work/apns.pub.pem" --topic $topic --log "$work/apns.jsonl" --max-seconds 600 \
+  > /dev/null 2> "$work/apns.err" &
+pids+=($!)
+for _ in $(seq 1 300); do [ -s "$work/apns-ready.json" ] && break; sleep 0.1; done
+[ -s "$work/apns-ready.json" ] || { echo "demo: APNs test server did not start:"; cat "$work/apns.err"; exit 1; }
+apns_url=https://127.0.0.1:$(json port < "$work/apns-ready.json")
+echo "demo: APNs test server listening on $apns_url (HTTP/2, checks ES256 provider tokens)"
+
+# The owner, made straight in the receiver's database (no admin token needed).
+owner=$("$cloud" account create --db "$work/cloud.sqlite" --name "Demo owner")
+owner_token=$(json token <<<"$owner")
+echo "demo: account $(json id <<<"$owner") (\"Demo owner\") created with doorbell-cloud account create"
 
 "$agent" check-config "$config"
 # Enrollment: the receiver learns the gateway's public key before the first event.
@@ -39,13 +84,27 @@ echo "demo: gateway public key $(cat "$work/gateway.pub")"
 
 "$cloud" serve --host 127.0.0.1 --port $port --ready-file "$work/cloud-ready.json" \
   --tls-cert "$work/pki/server.pem" --tls-key "$work/pki/server.key" --db "$work/cloud.sqlite" \
-  --gateway-secret "$work/gateway.whsec" --gateway-public-key "$work/gateway.pub" \
+  --apns-key "$work/apns.p8" --apns-key-id $apns_key_id --apns-team-id $apns_team --apns-topic $topic \
+  --apns-sandbox-url "$apns_url" --apns-production-url "$apns_url" --apns-ca "$work/pki/ca.pem" \
   > "$work/cloud.log" 2> "$work/cloud.err" &
 pids+=($!)
 rm -f "$work/cloud-ready.json"
 for _ in $(seq 1 300); do [ -s "$work/cloud-ready.json" ] && break; sleep 0.1; done
 [ -s "$work/cloud-ready.json" ] || { echo "demo: receiver did not start:"; cat "$work/cloud.err"; exit 1; }
 echo "demo: receiver listening on https://127.0.0.1:$port"
+
+# Enrollment: the owner claims the gateway with its public key and secret (both signatures then
+# verify against the enrolled keys), and registers two phones of a development build.
+api POST /gateways "$owner_token" \
+  "{\"id\":\"$gateway\",\"public_key\":\"$(cat "$work/gateway.pub")\",\"secret\":\"$(cat "$work/gateway.whsec")\"}" > /dev/null
+echo "demo: gateway $gateway enrolled by the owner"
+phones=()
+for _ in 1 2; do
+  token=$(openssl rand -hex 32)
+  api PUT "/phones/$token" "$owner_token" "{\"environment\":\"sandbox\",\"bundle_id\":\"$topic\"}" > /dev/null
+  phones+=("$token")
+done
+echo "demo: phones ${phones[0]:0:8}… and ${phones[1]:0:8}… registered (sandbox, $topic)"
 
 "$agent" run --config "$config" 2> "$work/agent.log" &
 pids+=($!)
@@ -77,5 +136,34 @@ echo "=== agentctl status ==="
 echo
 if [ -z "$delivered" ]; then
   echo "demo: FAILED — no delivered event. Agent log:"; tail -n 30 "$work/agent.log"; exit 1
+fi
+
+# Every doorbell event rings both phones: wait (bounded) until APNs has answered them all.
+rings=$(grep -c '^EVENT .*"type":"doorbell\.' "$work/cloud.log" || true)
+expected=$((rings * ${#phones[@]}))
+for _ in $(seq 1 200); do
+  answered=$(grep -c '"event": "request"' "$work/apns.jsonl" 2>/dev/null || true)
+  [ "$answered" -ge "$expected" ] && break
+  sleep 0.1
+done
+echo "=== pushes the APNs test server received (token, status, alert) ==="
+ok=0
+"$py" - "$work/apns.jsonl" "$expected" "$rings" <<'PY' || ok=$?
+import collections, json, sys
+log, expected, rings = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+pushes = [r for r in map(json.loads, open(log)) if r["event"] == "request"]
+for p in pushes:
+    alert = ((p.get("payload") or {}).get("aps") or {}).get("alert") or {}
+    text = f'{alert.get("title", "?")}: {alert.get("body", "?")}' if isinstance(alert, dict) else str(alert)
+    print(f'PUSH {p["token"][:8]}… {p["status"]}{" " + p["reason"] if p["reason"] else ""} "{text}"')
+statuses = collections.Counter(p["status"] for p in pushes)
+phones = len({p["token"] for p in pushes})
+answers = ", ".join(f"{n} × {s}" for s, n in sorted(statuses.items())) or "none"
+print(f"\ndemo: {len(pushes)} pushes to {phones} phones for {rings} doorbell presses ({answers}); expected {expected}")
+sys.exit(0 if expected > 0 and len(pushes) == expected and statuses[200] == expected else 1)
+PY
+echo
+if [ $ok -ne 0 ]; then
+  echo "demo: FAILED — the phones did not all ring. Receiver log:"; tail -n 30 "$work/cloud.err"; exit 1
 fi
 echo "demo: done (logs in .work/sim/)"

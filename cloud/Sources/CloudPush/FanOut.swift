@@ -63,26 +63,35 @@ public final class FanOut: Sendable {
         let due = try store.dueDeliveries(now: clock(), limit: batchSize)
         guard !due.isEmpty else { return 0 }
         let limit = max(client.settings.concurrency, 1)
-        await withTaskGroup(of: Void.self) { group in
+        // Outcomes are written in groups (one transaction, one fsync); a group is flushed when it
+        // is full or nothing else is in flight, so a lone push is recorded at once.
+        var finished: [(CloudStore.Outcome, Delivery)] = []
+        let groupSize = max(limit / 2, 1)
+        await withTaskGroup(of: (CloudStore.Outcome, Delivery).self) { group in
             var running = 0
             for delivery in due {
-                if running >= limit {
-                    await group.next()
+                if running >= limit, let result = await group.next() {
                     running -= 1
+                    finished.append(result)
+                    if finished.count >= groupSize { flush(&finished) }
                 }
-                group.addTask { await self.attempt(delivery) }
+                group.addTask { (await self.attempt(delivery), delivery) }
                 running += 1
             }
+            while let result = await group.next() {
+                finished.append(result)
+                if finished.count >= groupSize { flush(&finished) }
+            }
         }
+        flush(&finished)
         return due.count
     }
 
     /// One delivery: send, and on a rejected provider token sign a new one and send once more.
-    func attempt(_ delivery: Delivery) async {
+    func attempt(_ delivery: Delivery) async -> CloudStore.Outcome {
         let started = clock()
         guard started <= delivery.expiresAtMilliseconds else {
-            record(.retry(status: nil, reason: "expired before it could be sent", at: .max), delivery, verdict: nil)
-            return
+            return .retry(status: nil, reason: "expired before it could be sent", at: .max)
         }
         var verdict: APNsVerdict
         do {
@@ -104,22 +113,20 @@ public final class FanOut: Sendable {
         } catch {
             verdict = .retry(reason: "could not sign the provider token: \(error)", afterSeconds: 60)
         }
-        let outcome: CloudStore.Outcome
         switch verdict {
         case .delivered:
-            outcome = .delivered
+            return .delivered
         case .unregistered(let reason, let timestamp):
-            outcome = .unregistered(reason: reason, timestampMs: timestamp ?? started)
+            return .unregistered(reason: reason, timestampMs: timestamp ?? started)
         case .badDeviceToken:
-            outcome = .badDeviceToken
+            return .badDeviceToken
         case .providerTokenRejected(let reason):
-            outcome = .retry(status: 403, reason: reason, at: clock() + backoff(delivery, nil))
+            return .retry(status: 403, reason: reason, at: clock() + backoff(delivery, nil))
         case .retry(let reason, let after):
-            outcome = .retry(status: nil, reason: reason, at: clock() + backoff(delivery, after))
+            return .retry(status: nil, reason: reason, at: clock() + backoff(delivery, after))
         case .permanent(let reason):
-            outcome = .failed(status: nil, reason: reason)
+            return .failed(status: nil, reason: reason)
         }
-        record(outcome, delivery, verdict: verdict)
     }
 
     private func backoff(_ delivery: Delivery, _ retryAfter: Int64?) -> Int64 {
@@ -127,19 +134,22 @@ public final class FanOut: Sendable {
                                       random: Double.random(in: 0..<1))
     }
 
-    private func record(_ outcome: CloudStore.Outcome, _ delivery: Delivery, verdict: APNsVerdict?) {
-        let effect: CloudStore.TokenEffect
+    private func flush(_ finished: inout [(CloudStore.Outcome, Delivery)]) {
+        guard !finished.isEmpty else { return }
+        defer { finished.removeAll(keepingCapacity: true) }
+        let effects: [CloudStore.TokenEffect]
         do {
-            effect = try store.record(outcome, for: delivery, now: clock())
+            effects = try store.record(finished, now: clock())
         } catch {
-            // The push itself happened (or not); the row stays pending and is attempted again.
-            logger.error("fan-out: could not record a push outcome", metadata: ["event": "\(delivery.eventID)", "error": "\(error)"])
+            // The pushes happened (or not); their rows stay pending and are attempted again.
+            logger.error("fan-out: could not record \(finished.count) push outcomes", metadata: ["error": "\(error)"])
             return
         }
-        stats.withLock { $0.count(outcome, effect) }
-        if effect == .pruned {
-            logger.info("pruned a dead device token", metadata: ["account": "\(delivery.accountID)"])
+        stats.withLock { stats in
+            for ((outcome, _), effect) in zip(finished, effects) { stats.count(outcome, effect) }
         }
+        let pruned = effects.filter { $0 == .pruned }.count
+        if pruned > 0 { logger.info("pruned dead device tokens", metadata: ["count": "\(pruned)"]) }
     }
 
     private func sleep(milliseconds: Int64) async {
@@ -187,3 +197,4 @@ public struct FanOutStats: Sendable, Equatable {
         if effect == .pruned { pruned += 1 }
     }
 }
+

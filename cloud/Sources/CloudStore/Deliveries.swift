@@ -166,49 +166,66 @@ extension CloudStore {
     /// Records one attempt's outcome in one transaction.
     @discardableResult
     public func record(_ outcome: Outcome, for delivery: Delivery, now: Int64) throws(StoreError) -> TokenEffect {
-        try withConnection { (db) throws(StoreError) -> TokenEffect in
-            try db.transaction("record push \(delivery.eventID)") { () throws(StoreError) -> TokenEffect in
-                func update(_ state: DeliveryState, status: Int64?, reason: String?, next: Int64? = nil) throws(StoreError) {
-                    try db.query(
-                        """
-                        UPDATE deliveries SET state = $3, attempts = attempts + 1, last_status = $4, last_reason = $5,
-                            next_attempt_at_ms = COALESCE($6, next_attempt_at_ms), updated_at_ms = $7
-                        WHERE event_id = $1 AND token = $2
-                        """,
-                        [.text(delivery.eventID), .text(delivery.token), .text(state.rawValue), status.map(SQLValue.integer) ?? .null,
-                         .optional(reason), next.map(SQLValue.integer) ?? .null, .integer(now)],
-                        operation: "record push")
+        try record([(outcome, delivery)], now: now)[0]
+    }
+
+    /// Records several outcomes in one transaction: one fsync for a group of pushes instead of
+    /// one each, which is what lets the fan-out keep up with APNs.
+    public func record(_ outcomes: [(Outcome, Delivery)], now: Int64) throws(StoreError) -> [TokenEffect] {
+        guard !outcomes.isEmpty else { return [] }
+        return try withConnection { (db) throws(StoreError) -> [TokenEffect] in
+            try db.transaction("record \(outcomes.count) push outcomes") { () throws(StoreError) -> [TokenEffect] in
+                var effects: [TokenEffect] = []
+                effects.reserveCapacity(outcomes.count)
+                for (outcome, delivery) in outcomes {
+                    effects.append(try Self.record(outcome, for: delivery, now: now, db))
                 }
-                switch outcome {
-                case .delivered:
-                    try update(.delivered, status: 200, reason: nil)
-                    return .none
-                case .unregistered(let reason, let timestamp):
-                    try update(.unregistered, status: 410, reason: reason)
-                    // A phone that registered the token again after APNs saw it die has the app back.
-                    let pruned = try db.query(
-                        "DELETE FROM phones WHERE token = $1 AND registered_at_ms <= $2",
-                        [.text(delivery.token), .integer(timestamp)], operation: "prune token").changes
-                    return pruned > 0 ? .pruned : .kept
-                case .badDeviceToken:
-                    try update(.failed, status: 400, reason: "BadDeviceToken")
-                    try db.query("UPDATE phones SET bad_token_count = bad_token_count + 1 WHERE token = $1",
-                                 [.text(delivery.token)], operation: "flag token")
-                    let pruned = try db.query("DELETE FROM phones WHERE token = $1 AND bad_token_count >= 2",
-                                              [.text(delivery.token)], operation: "prune token").changes
-                    return pruned > 0 ? .pruned : .flagged
-                case .retry(let status, let reason, let at):
-                    if at > delivery.expiresAtMilliseconds {
-                        try update(.expired, status: status, reason: reason)
-                    } else {
-                        try update(.pending, status: status, reason: reason, next: at)
-                    }
-                    return .none
-                case .failed(let status, let reason):
-                    try update(.failed, status: status, reason: reason)
-                    return .none
-                }
+                return effects
             }
+        }
+    }
+
+    private static func record(_ outcome: Outcome, for delivery: Delivery, now: Int64,
+                               _ db: any SQLConnection) throws(StoreError) -> TokenEffect {
+        func update(_ state: DeliveryState, status: Int64?, reason: String?, next: Int64? = nil) throws(StoreError) {
+            try db.query(
+                """
+                UPDATE deliveries SET state = $3, attempts = attempts + 1, last_status = $4, last_reason = $5,
+                    next_attempt_at_ms = COALESCE($6, next_attempt_at_ms), updated_at_ms = $7
+                WHERE event_id = $1 AND token = $2
+                """,
+                [.text(delivery.eventID), .text(delivery.token), .text(state.rawValue), status.map(SQLValue.integer) ?? .null,
+                 .optional(reason), next.map(SQLValue.integer) ?? .null, .integer(now)],
+                operation: "record push")
+        }
+        switch outcome {
+        case .delivered:
+            try update(.delivered, status: 200, reason: nil)
+            return .none
+        case .unregistered(let reason, let timestamp):
+            try update(.unregistered, status: 410, reason: reason)
+            // A phone that registered the token again after APNs saw it die has the app back.
+            let pruned = try db.query(
+                "DELETE FROM phones WHERE token = $1 AND registered_at_ms <= $2",
+                [.text(delivery.token), .integer(timestamp)], operation: "prune token").changes
+            return pruned > 0 ? .pruned : .kept
+        case .badDeviceToken:
+            try update(.failed, status: 400, reason: "BadDeviceToken")
+            try db.query("UPDATE phones SET bad_token_count = bad_token_count + 1 WHERE token = $1",
+                         [.text(delivery.token)], operation: "flag token")
+            let pruned = try db.query("DELETE FROM phones WHERE token = $1 AND bad_token_count >= 2",
+                                      [.text(delivery.token)], operation: "prune token").changes
+            return pruned > 0 ? .pruned : .flagged
+        case .retry(let status, let reason, let at):
+            if at > delivery.expiresAtMilliseconds {
+                try update(.expired, status: status, reason: reason)
+            } else {
+                try update(.pending, status: status, reason: reason, next: at)
+            }
+            return .none
+        case .failed(let status, let reason):
+            try update(.failed, status: status, reason: reason)
+            return .none
         }
     }
 }
