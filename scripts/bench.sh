@@ -2,11 +2,14 @@
 # make bench: the agent's figures, each with its method, printed as one table and written into
 # docs/benchmarks.md (between the agent markers) with the date and the machine.
 # BENCH_IDLE_SECONDS (default 60): how long the idle CPU is measured. BENCH_BACKLOG (default 10000).
+# BENCH_FANOUT (default 10000): phones one event is pushed to by a release doorbell-cloud
+# (scripts/bench-fanout.py; the one-at-a-time comparison uses min(BENCH_FANOUT, 1000)).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 idle_seconds=${BENCH_IDLE_SECONDS:-60}
 backlog=${BENCH_BACKLOG:-10000}
+fanout=${BENCH_FANOUT:-10000}
 work=$root/.work/bench
 rm -rf "$work"; mkdir -p "$work"
 pids=()
@@ -17,6 +20,7 @@ swift build -c release --static-swift-stdlib --scratch-path .build-release --pro
 swift build -c release --static-swift-stdlib --scratch-path .build-release --product agentctl >/dev/null
 swift build -c release --scratch-path .build-release --product doorbell-bench >/dev/null
 (cd cloud && swift build --product doorbell-cloud >/dev/null)  # debug: the receiver is not what is measured
+(cd cloud && swift build -c release --product doorbell-cloud >/dev/null)  # release: for the fan-out figures
 rel=$root/.build-release/release
 cloud=$root/cloud/.build/debug/doorbell-cloud
 rows=()
@@ -169,6 +173,11 @@ kill $pid; wait $pid 2>/dev/null || true
 agent_rate=$(python3 -c "print(round(2000/($a1-$a0)))")
 row "naive_curl_per_event" "$naive" "events/s" "$n POSTs, one curl process (new TLS handshake) each, to the stdlib python receiver"
 row "agent_same_receiver" "$agent_rate" "events/s" "2000 buffered events by the agent to the same python receiver: $(python3 -c "print(round($agent_rate/$naive,1))")× the naive way"
+
+# Fan-out: one event to $fanout phones by a release doorbell-cloud through the APNs test server
+# (HTTP/2), then one push at a time; CPU of both sides and the receiver's peak RSS.
+fanout_rows=$("$py" scripts/bench-fanout.py "$root/cloud/.build/release/doorbell-cloud" "$work/fanout" "$fanout")
+while IFS=$'\t' read -r name value unit method; do row "$name" "$value" "$unit" "$method"; done <<<"$fanout_rows"
 
 # Write the table into docs/benchmarks.md between the markers, leaving the rest alone.
 machine="$(uname -m), $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"

@@ -12,12 +12,16 @@ public final class FanOut: Sendable {
     let client: APNsClient
     let logger: Logger
     let clock: @Sendable () -> Int64
+    /// Told of every recorded outcome (the `PUSH` lines of `doorbell-cloud serve`).
+    let onOutcome: @Sendable (Delivery, CloudStore.Outcome, CloudStore.TokenEffect) -> Void
     private let wake: Mutex<CheckedContinuation<Void, Never>?> = Mutex(nil)
     private let pendingWake = Atomic<Bool>(false)
     let stats = Mutex(FanOutStats())
 
     public init(store: CloudStore, client: APNsClient, logger: Logger,
-                clock: @escaping @Sendable () -> Int64) {
+                clock: @escaping @Sendable () -> Int64,
+                onOutcome: @escaping @Sendable (Delivery, CloudStore.Outcome, CloudStore.TokenEffect) -> Void = { _, _, _ in }) {
+        self.onOutcome = onOutcome
         self.store = store
         self.client = client
         self.logger = logger
@@ -148,6 +152,7 @@ public final class FanOut: Sendable {
         stats.withLock { stats in
             for ((outcome, _), effect) in zip(finished, effects) { stats.count(outcome, effect) }
         }
+        for ((outcome, delivery), effect) in zip(finished, effects) { onOutcome(delivery, outcome, effect) }
         let pruned = effects.filter { $0 == .pruned }.count
         if pruned > 0 { logger.info("pruned dead device tokens", metadata: ["count": "\(pruned)"]) }
     }

@@ -55,7 +55,7 @@ public struct AppAPI: Sendable {
             let body = try await decode(ShareBody.self, request, context)
             let now = clock.millisecondsSinceEpoch()
             try await blocking { try store.share(doorbellID: id, with: body.account_id, by: account.id, now: now) }
-            return .json(.ok, ["doorbell_id": .string(id), "account_id": .string(body.account_id), "status": .string("shared")])
+            return .json(.created, ["doorbell_id": .string(id), "account_id": .string(body.account_id), "status": .string("shared")])
         } }
         router.delete("doorbells/:id/shares/:account") { request, context in await authenticated(request) { account in
             let id = try context.parameters.require("id")

@@ -10,6 +10,7 @@ import Synchronization
 ///     DUPLICATE <id>                             an already stored event arrived again
 ///     REJECTED <code> id=<webhook-id|-> <reason> a delivery was refused (401/400)
 ///     UNAVAILABLE <n>/<N>                        --fail-first answered 503
+///     PUSH <event-id> <token…> <state> <status|-> <reason|->[ pruned]  one APNs attempt recorded
 public struct OutputLines: Sendable {
     private let sink: @Sendable (String) -> Void
 
@@ -43,6 +44,13 @@ public struct OutputLines: Sendable {
     public func rejected(_ rejection: Rejection, webhookID: String?) {
         let id = webhookID.map(Self.token) ?? "-"
         emit("REJECTED \(rejection.code) id=\(id.isEmpty ? "-" : id) \(rejection.message)")
+    }
+
+    /// One push attempt: the token is shortened to its first 8 hex digits (enough to find it,
+    /// not enough to push to it).
+    public func pushed(eventID: String, token: String, state: String, status: Int64?, reason: String?, pruned: Bool) {
+        emit("PUSH \(Self.token(eventID)) \(token.prefix(8))… \(state) \(status.map(String.init) ?? "-") "
+             + "\(reason.map(Self.token) ?? "-")" + (pruned ? " pruned" : ""))
     }
 
     public func unavailable(attempt: Int, of total: Int) {

@@ -24,7 +24,8 @@ extension CloudStore {
                 let inserted = try db.query(EventRows.insert, EventRows.parameters(event),
                                             operation: "insert event \(event.id)").changes
                 guard inserted > 0 else { return .duplicate }
-                guard let deviceID = envelope.deviceID,
+                // Only doorbell events make doorbells; a beacon event's device is a region.
+                guard envelope.type.hasPrefix("doorbell."), let deviceID = envelope.deviceID,
                       let owner = try db.query("SELECT account_id FROM gateways WHERE id = $1",
                                                [.text(envelope.gatewayID)], operation: "read gateway").rows.first?.text(0)
                 else { return .stored(pushes: 0) }

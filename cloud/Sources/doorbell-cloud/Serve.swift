@@ -18,6 +18,7 @@ struct Serve: AsyncParsableCommand {
               DUPLICATE ID
               REJECTED CODE id=WEBHOOK-ID|- REASON
               UNAVAILABLE N/TOTAL   (only with --fail-first)
+              PUSH EVENT-ID TOKEN8… STATE STATUS|- REASON|- [pruned]   (one per APNs attempt)
             Logs go to standard error.
             """)
 
@@ -135,7 +136,20 @@ struct Serve: AsyncParsableCommand {
             settings.concurrency = apnsConcurrency
             let apns = try APNsClient(settings: settings, logger: logger)
             client = apns
-            fanOut = FanOut(store: store, client: apns, logger: logger, clock: WallClock.system.millisecondsSinceEpoch)
+            let lines = OutputLines.standardOutput
+            fanOut = FanOut(store: store, client: apns, logger: logger, clock: WallClock.system.millisecondsSinceEpoch) {
+                delivery, outcome, effect in
+                let (state, status, reason): (String, Int64?, String?)
+                switch outcome {
+                case .delivered: (state, status, reason) = ("delivered", 200, nil)
+                case .unregistered(let why, _): (state, status, reason) = ("unregistered", 410, why)
+                case .badDeviceToken: (state, status, reason) = ("failed", 400, "BadDeviceToken")
+                case .retry(let code, let why, _): (state, status, reason) = ("retry", code, why)
+                case .failed(let code, let why): (state, status, reason) = ("failed", code, why)
+                }
+                lines.pushed(eventID: delivery.eventID, token: delivery.token, state: state, status: status,
+                             reason: reason, pruned: effect == .pruned)
+            }
         } else {
             logger.warning("no --apns-key: events are stored and pushes queued, but nothing is sent to phones")
         }

@@ -45,6 +45,8 @@ enum StoreBackend: String, Sendable, CustomTestStringConvertible {
     let secret = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD"
     let adminToken = "admin-secret-for-tests"
     let logger = Logger(label: "fan-out-test")
+    /// PUSH lines, as `doorbell-cloud serve` prints them.
+    let lines = CapturedLines()
 
     init() throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("fanout-\(UUID().uuidString)")
@@ -79,7 +81,17 @@ enum StoreBackend: String, Sendable, CustomTestStringConvertible {
         settings.concurrency = concurrency
         settings.requestTimeoutSeconds = 10
         let client = try APNsClient(settings: settings, logger: logger)
-        let fanOut = FanOut(store: store, client: client, logger: logger, clock: WallClock.system.millisecondsSinceEpoch)
+        let lines = self.lines
+        let fanOut = FanOut(store: store, client: client, logger: logger, clock: WallClock.system.millisecondsSinceEpoch) {
+            delivery, outcome, effect in
+            if case .delivered = outcome {
+                lines.output.pushed(eventID: delivery.eventID, token: delivery.token, state: "delivered", status: 200,
+                                    reason: nil, pruned: false)
+            } else if case .unregistered(let reason, _) = outcome {
+                lines.output.pushed(eventID: delivery.eventID, token: delivery.token, state: "unregistered", status: 410,
+                                    reason: reason, pruned: effect == .pruned)
+            }
+        }
         let events = EventsEndpoint(fallbackKeys: nil, store: store, output: OutputLines { _ in }, fanOut: fanOut)
         let api = AppAPI(store: store, adminToken: adminToken, fanOut: fanOut, topics: [APNsTestServer.topic])
         return Cloud(app: Application(router: makeRouter(events: events, api: api)), fanOut: fanOut, client: client,
@@ -126,7 +138,7 @@ enum StoreBackend: String, Sendable, CustomTestStringConvertible {
             let guest = try await createAccount(client, "Guest \(index)")
             (status, json) = try await call(client, .post, "/doorbells/gw-0001:front-door/shares", token: owner.token,
                                             #"{"account_id":"\#(guest.id)"}"#)
-            #expect(status == .ok, "\(json)")
+            #expect(status == .created, "\(json)")
             accounts.append(guest)
         }
         return accounts
@@ -226,6 +238,10 @@ enum StoreBackend: String, Sendable, CustomTestStringConvertible {
             for token in tokens where try cloud.store.phone(token: token) != nil { remaining += 1 }
         }
         #expect(remaining == 180, "the 20 dead tokens are pruned")
+        let pushLines = lines.all.filter { $0.hasPrefix("PUSH \(eventID) ") }
+        #expect(pushLines.count == 200)
+        #expect(pushLines.filter { $0.hasSuffix(" unregistered 410 Unregistered pruned") }.count == 20)
+        #expect(pushLines.allSatisfy { $0.split(separator: " ")[2].count == 9 }, "tokens shortened: \(pushLines.first ?? "")")
 
         // The headers and payload APNs gets.
         let sample = try #require(requests.first { $0["status"] as? Int == 200 })

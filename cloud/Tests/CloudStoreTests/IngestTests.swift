@@ -1,0 +1,75 @@
+import CloudCore
+import CloudStore
+import Foundation
+import Testing
+
+/// `CloudStore.ingest` and `record` on a SQLite file: what gets queued, and what outcomes do.
+@Suite final class IngestTests {
+    let directory: URL
+    let store: CloudStore
+    let owner: Account
+    let token = String(repeating: "ab", count: 32)
+
+    init() throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("ingest-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        store = try CloudStore(url: directory.appendingPathComponent("cloud.sqlite").path)
+        owner = try store.createAccount(name: "Owner", now: 1).0
+        try store.enrollGateway(id: "gw-1", accountID: owner.id, publicKey: nil,
+                                secret: "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD", now: 1)
+        try store.registerPhone(token: token, accountID: owner.id, environment: .production,
+                                bundleID: "com.example.doorbell", now: 1)
+    }
+
+    deinit {
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    func ingest(_ id: String, type: String = "doorbell.pressed", gateway: String = "gw-1", device: String? = "front",
+                test: Bool = false, now: Int64 = 1_000) throws -> CloudStore.IngestResult {
+        let envelope = EventEnvelope(id: id, sequence: 1, type: type, gatewayID: gateway, deviceID: device,
+                                     occurredAt: "2026-11-23T18:00:00Z", deviceName: "Front", isTest: test)
+        let stored = StoredEvent(id: id, sequence: 1, type: type, gatewayID: gateway, deviceID: device,
+                                 occurredAt: envelope.occurredAt, body: "{}", receivedAtMilliseconds: now, verified: ["v1"])
+        return try store.ingest(stored, envelope: envelope, now: now, pushTTLMilliseconds: 60_000) {
+            PushPayload.forEvent(envelope, doorbell: $0)
+        }
+    }
+
+    @Test func aPressQueuesOnePushPerPhoneOnceAndCreatesTheDoorbell() throws {
+        #expect(try ingest("e1") == .stored(pushes: 1))
+        #expect(try ingest("e1") == .duplicate)
+        let rows = try store.deliveries(eventID: "e1")
+        #expect(rows.count == 1)
+        #expect(rows.first?.state == .pending)
+        #expect(rows.first?.collapseID == "ring-gw-1:front")
+        #expect(rows.first?.expiresAtMilliseconds == 61_000)
+        #expect(try store.doorbell(id: "gw-1:front")?.name == "Front")
+    }
+
+    @Test func testEventsBeaconsAndUnenrolledGatewaysPushNothing() throws {
+        #expect(try ingest("t1", test: true) == .stored(pushes: 0))
+        #expect(try ingest("b1", type: "beacon.entered", device: "porch-region") == .stored(pushes: 0))
+        #expect(try store.doorbell(id: "gw-1:porch-region") == nil, "a beacon region is not a doorbell")
+        #expect(try ingest("u1", gateway: "gw-unknown") == .stored(pushes: 0))
+        #expect(try store.allEvents().count == 3, "all stored all the same")
+    }
+
+    @Test func aRetryPastTheExpirationExpiresAndA410PrunesOnlyAnOlderRegistration() throws {
+        _ = try ingest("e1")
+        let delivery = try #require(try store.dueDeliveries(now: 1_000, limit: 10).first)
+        try store.record(.retry(status: 500, reason: "InternalServerError", at: 2_000), for: delivery, now: 1_100)
+        #expect(try store.dueDeliveries(now: 1_999, limit: 10).isEmpty, "not due before its backoff")
+        #expect(try store.nextDueTime() == 2_000)
+        let again = try #require(try store.dueDeliveries(now: 2_000, limit: 10).first)
+        #expect(again.attempts == 1)
+        try store.record(.retry(status: nil, reason: "timeout", at: 70_000), for: again, now: 2_100)
+        #expect(try store.deliveries(eventID: "e1").first?.state == .expired)
+
+        _ = try ingest("e2")
+        let second = try #require(try store.dueDeliveries(now: 3_000, limit: 10).first)
+        // The phone registered at 1; APNs says the app was gone from 0 on: it came back since.
+        #expect(try store.record(.unregistered(reason: "Unregistered", timestampMs: 0), for: second, now: 3_000) == .kept)
+        #expect(try store.phone(token: token) != nil)
+    }
+}

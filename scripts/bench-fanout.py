@@ -1,0 +1,388 @@
+#!/usr/bin/env python3
+"""bench-fanout.py CLOUD WORKDIR [N]: the fan-out rate of a real `doorbell-cloud serve` (build it
+with -c release) pushing one doorbell press to N phones (default 10000) through APNs over
+HTTP/2, against the APNs test server (Tests/helpers/apns_test_server.py, which checks every
+provider token's ES256 signature), everything on loopback.
+
+Run with the venv's python (scripts/venv.sh): the APNs test server needs h2 and cryptography;
+this script itself uses only the standard library.
+
+Two runs, each with a fresh database, APNs test server and receiver:
+  concurrent  --apns-concurrency 100 (--concurrency), N phones
+  serial      --apns-concurrency 1, min(N, 1000) phones (the naive one-at-a-time sender,
+              without its 400 ms sleeps)
+Setup (not timed): an owner (`doorbell-cloud account create`), a gateway enrolled with a
+whsec_ secret, the phones registered with PUT /phones/<token> over kept-alive HTTPS
+connections. Timed: from the POST of one v1-signed doorbell.pressed event until
+GET /events/<id>/deliveries (as the owner, every --poll-ms) shows no pending delivery.
+Checked: every delivery delivered, and the APNs log holds exactly N 200s for N distinct tokens.
+CPU (utime+stime from /proc/PID/stat) of both processes over that window, and doorbell-cloud's
+VmHWM at the end.
+
+Prints TSV rows `name<TAB>value<TAB>unit<TAB>method` on stdout (what scripts/bench.sh reads),
+progress on stderr. --perf-record FILE samples doorbell-cloud with `perf record -e cpu-clock -g`
+during the concurrent run's fan-out (for a profile; not part of make bench).
+Every child is stopped on exit (SIGTERM, then SIGKILL); every wait is bounded.
+"""
+import argparse, base64, hashlib, hmac, http.client, json, os, secrets, signal, ssl, subprocess, sys
+import threading, time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOPIC = "com.example.doorbell"
+TEAM_ID = "BENCHTEAM1"
+KEY_ID = "BENCHKEY01"
+GATEWAY = "gw-bench"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def log(msg):
+    print(f"bench-fanout: {msg}", file=sys.stderr, flush=True)
+
+
+class Failure(Exception):
+    pass
+
+
+class Children:
+    """Processes to stop on exit: SIGTERM, a bounded wait, then SIGKILL."""
+
+    def __init__(self):
+        self.procs = []
+
+    def start(self, argv, **kwargs):
+        proc = subprocess.Popen(argv, **kwargs)
+        self.procs.append(proc)
+        return proc
+
+    def stop(self, proc, sig=signal.SIGTERM, grace=5.0):
+        if proc.poll() is None:
+            try:
+                proc.send_signal(sig)
+                proc.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                try:
+                    proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    log(f"pid {proc.pid} did not die after SIGKILL")
+        if proc in self.procs:
+            self.procs.remove(proc)
+
+    def stop_all(self):
+        for proc in reversed(list(self.procs)):
+            self.stop(proc)
+
+
+def run(argv, **kwargs):
+    """A short command; its output, or a Failure with its stderr."""
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=120, **kwargs)
+    if result.returncode != 0:
+        raise Failure(f"{' '.join(argv)} failed ({result.returncode}): {result.stderr.strip()}")
+    return result.stdout
+
+
+def wait_ready(path, proc, what, errfile, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise Failure(f"{what} exited ({proc.returncode}): {tail(errfile)}")
+        try:
+            with open(path) as f:
+                return json.load(f)["port"]
+        except (OSError, ValueError, KeyError):
+            time.sleep(0.05)
+    raise Failure(f"{what} not ready after {timeout:.0f} s: {tail(errfile)}")
+
+
+def tail(path, lines=15):
+    try:
+        with open(path, errors="replace") as f:
+            return "".join(f.readlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def cpu_ticks(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+
+
+def vm_kib(pid, key):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    raise Failure(f"no {key} in /proc/{pid}/status")
+
+
+def uuid7():
+    ms = time.time_ns() // 1_000_000
+    raw = bytearray(ms.to_bytes(6, "big") + secrets.token_bytes(10))
+    raw[6] = 0x70 | (raw[6] & 0x0F)
+    raw[8] = 0x80 | (raw[8] & 0x3F)
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+class API:
+    """The receiver's app API over one kept-alive HTTPS connection (one per thread)."""
+
+    def __init__(self, port, ca, token):
+        self.port, self.token = port, token
+        self.context = ssl.create_default_context(cafile=ca)
+        self.conn = None
+
+    def call(self, method, path, body=None, headers=None, token=True):
+        data = json.dumps(body).encode() if isinstance(body, (dict, list)) else body
+        h = {"Content-Type": "application/json"}
+        if token:
+            h["Authorization"] = "Bearer " + self.token
+        h.update(headers or {})
+        for attempt in (1, 2):
+            if self.conn is None:
+                self.conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=self.context, timeout=30)
+            try:
+                self.conn.request(method, path, body=data, headers=h)
+                response = self.conn.getresponse()
+                raw = response.read()
+                break
+            except (http.client.HTTPException, OSError):
+                self.conn.close()
+                self.conn = None
+                if attempt == 2 or method == "POST":
+                    raise
+        if response.will_close:
+            self.conn.close()
+            self.conn = None
+        if not 200 <= response.status < 300:
+            raise Failure(f"{method} {path} answered {response.status}: {raw[:500].decode(errors='replace')}")
+        return raw
+
+    def close(self):
+        if self.conn is not None:
+            self.conn.close()
+
+
+def register_phones(port, ca, token, tokens, threads):
+    errors = []
+
+    def worker(chunk):
+        api = API(port, ca, token)
+        try:
+            for t in chunk:
+                api.call("PUT", f"/phones/{t}", {"environment": "sandbox", "bundle_id": TOPIC})
+        except Exception as e:  # reported below; the other threads finish their share
+            errors.append(e)
+        finally:
+            api.close()
+
+    workers = [threading.Thread(target=worker, args=(tokens[i::threads],), daemon=True) for i in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(timeout=600)
+        if w.is_alive():
+            raise Failure("registering phones took over 10 minutes")
+    if errors:
+        raise Failure(f"registering phones: {errors[0]}")
+
+
+def signed_press(secret, event_id):
+    body = json.dumps({
+        "id": event_id, "sequence": 1, "type": "doorbell.pressed", "gateway_id": GATEWAY,
+        "occurred_at": time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime()), "clock_synced": True,
+        "test": False, "device": {"id": "front-door", "name": "Front door", "radio": "rtl433"},
+        "data": {"code": "91568f", "model": "EV1527"}, "agent": {"version": "bench"},
+    }, separators=(",", ":")).encode()
+    ts = str(int(time.time()))
+    key = base64.b64decode(secret[len("whsec_"):])
+    mac = hmac.new(key, f"{event_id}.{ts}.".encode() + body, hashlib.sha256).digest()
+    headers = {"webhook-id": event_id, "webhook-timestamp": ts,
+               "webhook-signature": "v1," + base64.b64encode(mac).decode(), "doorbell-gateway-id": GATEWAY}
+    return body, headers
+
+
+def fan_out(args, children, name, phones, concurrency, perf_out=None):
+    """One run: fresh APNs test server and receiver, `phones` phones, one press. A dict of figures."""
+    work = os.path.join(args.workdir, name)
+    os.makedirs(work, exist_ok=True)
+    for f in os.listdir(work):
+        os.remove(os.path.join(work, f))
+    pki = os.path.join(args.workdir, "pki")
+    ca, cert, key = (os.path.join(pki, f) for f in ("ca.pem", "server.pem", "server.key"))
+
+    apns_log = os.path.join(work, "apns.jsonl")
+    apns_err = os.path.join(work, "apns.err")
+    apns_ready = os.path.join(work, "apns-ready.json")
+    apns = children.start(
+        [sys.executable, os.path.join(ROOT, "Tests/helpers/apns_test_server.py"), "--cert", cert, "--key", key,
+         "--port", "0", "--ready-file", apns_ready, "--team-id", TEAM_ID, "--key-id", KEY_ID,
+         "--public-key", os.path.join(args.workdir, "apns.pub.pem"), "--topic", TOPIC, "--log", apns_log,
+         "--max-concurrent-streams", "1000", "--max-seconds", str(args.timeout + 1200)],
+        stdout=subprocess.DEVNULL, stderr=open(apns_err, "w"))
+    apns_url = f"https://127.0.0.1:{wait_ready(apns_ready, apns, 'the APNs test server', apns_err)}"
+
+    db = os.path.join(work, "cloud.sqlite")
+    owner = json.loads(run([args.cloud, "account", "create", "--db", db, "--name", "Bench owner"]))
+    cloud_err = os.path.join(work, "cloud.err")
+    cloud_ready = os.path.join(work, "cloud-ready.json")
+    cloud = children.start(
+        [args.cloud, "serve", "--host", "127.0.0.1", "--port", "0", "--ready-file", cloud_ready,
+         "--tls-cert", cert, "--tls-key", key, "--db", db,
+         "--apns-key", os.path.join(args.workdir, "apns.p8"), "--apns-key-id", KEY_ID, "--apns-team-id", TEAM_ID,
+         "--apns-topic", TOPIC, "--apns-sandbox-url", apns_url, "--apns-production-url", apns_url,
+         "--apns-ca", ca, "--apns-concurrency", str(concurrency)],
+        stdout=open(os.path.join(work, "cloud.out"), "w"), stderr=open(cloud_err, "w"))
+    port = wait_ready(cloud_ready, cloud, "doorbell-cloud serve", cloud_err)
+
+    api = API(port, ca, owner["token"])
+    secret = "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
+    api.call("POST", "/gateways", {"id": GATEWAY, "secret": secret})
+    tokens = [secrets.token_hex(32) for _ in range(phones)]
+    t = time.monotonic()
+    register_phones(port, ca, owner["token"], tokens, args.threads)
+    log(f"{name}: {phones} phones registered in {time.monotonic() - t:.1f} s "
+        f"({args.threads} kept-alive connections); pressing the doorbell")
+
+    event_id = uuid7()
+    body, headers = signed_press(secret, event_id)
+    perf = None
+    if perf_out:
+        perf = children.start(["perf", "record", "-e", "cpu-clock", "-F", "999", "-g", "-o", perf_out,
+                               "-p", str(cloud.pid)], stdout=subprocess.DEVNULL, stderr=open(perf_out + ".err", "w"))
+        time.sleep(1.0)  # perf attaches asynchronously
+    cloud0, apns0, self0 = cpu_ticks(cloud.pid), cpu_ticks(apns.pid), os.times()
+    start = time.monotonic()
+    answer = json.loads(api.call("POST", "/events", body, headers=headers, token=False))
+    if answer.get("pushes") != phones:
+        raise Failure(f"{name}: POST /events queued {answer.get('pushes')} pushes, expected {phones}: {answer}")
+    polls = 0
+    path = f"/events/{event_id}/deliveries"
+    while True:
+        raw = api.call("GET", path)
+        polls += 1
+        if b'"pending"' not in raw:
+            break
+        if time.monotonic() - start > args.timeout:
+            raise Failure(f"{name}: deliveries still pending after {args.timeout:.0f} s: {tail(cloud_err)}")
+        time.sleep(args.poll_ms / 1000)
+    seconds = time.monotonic() - start
+    cloud1, apns1, self1 = cpu_ticks(cloud.pid), cpu_ticks(apns.pid), os.times()
+    if perf:
+        children.stop(perf, signal.SIGINT, grace=60)
+    hwm = vm_kib(cloud.pid, "VmHWM")
+
+    # What one poll costs the receiver (its answer grows with N): a few more, measured alone.
+    p0 = cpu_ticks(cloud.pid)
+    t = time.monotonic()
+    extra = 10
+    for _ in range(extra):
+        api.call("GET", path)
+    poll_ms = (cpu_ticks(cloud.pid) - p0) * 1000 / CLK_TCK / extra
+    poll_wall_ms = (time.monotonic() - t) * 1000 / extra
+    api.close()
+
+    rows = json.loads(raw)["deliveries"]
+    states = {}
+    for r in rows:
+        states[r["state"]] = states.get(r["state"], 0) + 1
+    if len(rows) != phones or states.get("delivered") != phones:
+        raise Failure(f"{name}: deliveries {states}, expected {phones} delivered")
+    children.stop(cloud)
+    children.stop(apns)
+    ok, other = [], 0
+    with open(apns_log) as f:
+        for line in f:
+            entry = json.loads(line)
+            if entry["event"] == "request":
+                if entry["status"] == 200:
+                    ok.append(entry["token"])
+                else:
+                    other += 1
+            elif entry["event"] in ("reset", "unprocessed"):
+                other += 1
+    if len(ok) != phones or len(set(ok)) != phones or set(ok) != set(tokens):
+        raise Failure(f"{name}: the APNs log has {len(ok)} 200s for {len(set(ok))} distinct tokens, expected {phones}")
+    log(f"{name}: {phones} pushes in {seconds:.2f} s ({phones / seconds:.0f}/s), {polls} polls, "
+        f"{other} non-200 answers; one poll costs the receiver {poll_ms:.1f} ms CPU ({poll_wall_ms:.1f} ms wall)")
+    return {
+        "phones": phones, "seconds": seconds, "rate": phones / seconds, "polls": polls, "poll_cpu_ms": poll_ms,
+        "cloud_cpu_ms": (cloud1 - cloud0) * 1000 / CLK_TCK, "apns_cpu_ms": (apns1 - apns0) * 1000 / CLK_TCK,
+        "self_cpu_ms": (self1.user + self1.system - self0.user - self0.system) * 1000, "hwm_mib": hwm / 1024,
+        "non200": other,
+    }
+
+
+def sig3(x):
+    return f"{x:.3g}" if x < 100 else str(round(x))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("cloud", help="the doorbell-cloud binary (release build)")
+    p.add_argument("workdir", help="scratch directory (PKI, databases, logs)")
+    p.add_argument("pushes", nargs="?", type=int, default=10000, help="phones for the concurrent run (default 10000)")
+    p.add_argument("--concurrency", type=int, default=100, help="--apns-concurrency of the concurrent run (default 100)")
+    p.add_argument("--serial-pushes", type=int, help="phones for the one-at-a-time run (default min(N, 1000); 0 skips it)")
+    p.add_argument("--threads", type=int, default=4, help="connections registering phones (default 4)")
+    p.add_argument("--poll-ms", type=float, default=50, help="GET deliveries every this many ms (default 50)")
+    p.add_argument("--timeout", type=float, default=300, help="longest fan-out, seconds (default 300)")
+    p.add_argument("--perf-record", metavar="FILE", help="perf record doorbell-cloud during the concurrent fan-out")
+    args = p.parse_args()
+    if args.pushes < 1:
+        p.error("N must be at least 1")
+    serial = min(args.pushes, 1000) if args.serial_pushes is None else args.serial_pushes
+    args.cloud = os.path.abspath(args.cloud)
+    args.workdir = os.path.abspath(args.workdir)
+    os.makedirs(args.workdir, exist_ok=True)
+
+    children = Children()
+    previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        run([os.path.join(ROOT, "scripts/make-test-pki.sh"), os.path.join(args.workdir, "pki")])
+        p8 = os.path.join(args.workdir, "apns.p8")
+        ec = run(["openssl", "ecparam", "-name", "prime256v1", "-genkey", "-noout"])
+        run(["openssl", "pkcs8", "-topk8", "-nocrypt", "-out", p8], input=ec)
+        run(["openssl", "ec", "-in", p8, "-pubout", "-out", os.path.join(args.workdir, "apns.pub.pem")])
+
+        fast = fan_out(args, children, "concurrent", args.pushes, args.concurrency, args.perf_record)
+        slow = fan_out(args, children, "serial", serial, 1) if serial > 0 else None
+    except Failure as e:
+        log(f"FAILED: {e}")
+        sys.exit(1)
+    finally:
+        children.stop_all()
+        signal.signal(signal.SIGTERM, previous)
+
+    n, c = fast["phones"], args.concurrency
+    build = "debug" if "/debug/" in args.cloud else "release"
+    where = (f"{build} doorbell-cloud → APNs test server (Python h2, checks each ES256 token) over one TLS HTTP/2 "
+             f"connection on loopback, {c} streams in flight")
+    rows = [
+        ("fanout_pushes_per_s", round(fast["rate"]), "pushes/s",
+         f"one doorbell.pressed to {n} phones: {where}; POST /events → no pending delivery "
+         f"({fast['seconds']:.2f} s, GET deliveries every {args.poll_ms:g} ms), all {n} delivered, N 200s to N tokens"),
+    ]
+    if slow:
+        rows.append(("fanout_one_at_a_time_per_s", round(slow["rate"]), "pushes/s",
+                     f"same to {slow['phones']} phones with --apns-concurrency 1 (the naive sender without its "
+                     f"400 ms sleeps): concurrency {c} is {fast['rate'] / slow['rate']:.1f}× faster"))
+    rows += [
+        ("fanout_cloud_cpu_ms_per_push", sig3(fast["cloud_cpu_ms"] / n), "ms",
+         f"doorbell-cloud utime+stime over the {n}-push fan-out / {n}: {fast['cloud_cpu_ms'] / 1000:.2f} s CPU in "
+         f"{fast['seconds']:.2f} s = {fast['cloud_cpu_ms'] / 10 / fast['seconds']:.0f}% of a core, incl. "
+         f"{fast['polls']} deliveries polls ≈ {fast['poll_cpu_ms']:.0f} ms each"),
+        ("fanout_apns_server_cpu_ms_per_push", sig3(fast["apns_cpu_ms"] / n), "ms",
+         f"APNs test server (CPython, one thread) utime+stime / {n}: {fast['apns_cpu_ms'] / 1000:.2f} s CPU = "
+         f"{fast['apns_cpu_ms'] / 10 / fast['seconds']:.0f}% of a core (the poller: "
+         f"{fast['self_cpu_ms'] / 10 / fast['seconds']:.0f}%; {os.cpu_count()} cores)"),
+        ("cloud_rss_peak_fanout", round(fast["hwm_mib"]), "MiB",
+         f"VmHWM of doorbell-cloud ({build}) after registering {n} phones and fanning one event out to them"),
+    ]
+    for name, value, unit, method in rows:
+        print(f"{name}\t{value}\t{unit}\t{method}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
