@@ -435,4 +435,45 @@ enum StoreBackend: String, Sendable, CustomTestStringConvertible {
         }
         await cloud.client.shutdown()
     }
+
+    /// Bad input of any kind gets a 4xx that says what to fix, and changes nothing.
+    @Test func badRequestsAreRefusedWithWhatToFix() async throws {
+        let apns = try APNsTestServer(script: ["default": ["status": 200]])
+        let cloud = try cloud(apns)
+        try await cloud.app.test(.router) { client in
+            let owner = try await household(client, guests: 0)[0]
+            let cases: [(HTTPRequest.Method, String, String?, String, HTTPResponse.Status, String)] = [
+                (.post, "/accounts", nil, #"{"name":"x"}"#, .unauthorized, "Bearer <admin token>"),
+                (.post, "/accounts", "wrong", #"{"name":"x"}"#, .unauthorized, "admin token"),
+                (.get, "/doorbells", "dbk_unknown", "", .unauthorized, "unknown account token"),
+                (.post, "/gateways", owner.token, "{not json", .badRequest, "JSON object"),
+                (.post, "/gateways", owner.token, #"{"id":"gw-2"}"#, .badRequest, "public_key"),
+                (.post, "/gateways", owner.token, #"{"id":"gw 2","secret":"whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD"}"#, .badRequest, "gateway id"),
+                (.post, "/gateways", owner.token, #"{"id":"gw-2","public_key":"not-a-key"}"#, .badRequest, "Ed25519"),
+                (.post, "/gateways", owner.token, #"{"id":5}"#, .badRequest, "'id'"),
+                (.put, "/phones/xyz", owner.token, #"{"environment":"sandbox","bundle_id":"com.example.doorbell"}"#, .badRequest, "hex"),
+                (.put, "/phones/\(randomDeviceToken())", owner.token, #"{"environment":"staging","bundle_id":"com.example.doorbell"}"#, .badRequest, "sandbox"),
+                (.put, "/phones/\(randomDeviceToken())", owner.token, #"{"environment":"sandbox","bundle_id":"com.other.app"}"#, .badRequest, "com.example.doorbell"),
+                (.put, "/phones/\(randomDeviceToken())", owner.token, #"{"environment":"sandbox"}"#, .badRequest, "bundle_id"),
+                (.put, "/doorbells/no-colon", owner.token, "{}", .badRequest, "<gateway id>:<device id>"),
+                (.put, "/doorbells/gw-9:front", owner.token, "{}", .notFound, "enroll it first"),
+                (.post, "/doorbells/gw-0001:front-door/shares", owner.token, #"{"account_id":"acct_nobody"}"#, .notFound, "no account"),
+                (.get, "/events/nope/deliveries", owner.token, "", .notFound, "no event"),
+                (.put, "/beacon-messages", owner.token, #"{"uuid":"x","major":1,"minor":2,"site":"home","title":"t","body":"b"}"#, .badRequest, "UUID"),
+                (.put, "/beacon-messages", owner.token, #"{"uuid":"E2C56DB5-DFFB-48D2-B060-D0F5A71096E0","major":1,"minor":2,"title":"t","body":"b"}"#, .badRequest, "exactly one scope"),
+                (.post, "/beacon-reports", owner.token, #"{"uuid":"E2C56DB5-DFFB-48D2-B060-D0F5A71096E0","major":1,"minor":2,"token":"\#(randomDeviceToken())"}"#, .notFound, "register this phone"),
+            ]
+            for (method, uri, token, body, status, hint) in cases {
+                let (got, json) = try await call(client, method, uri, token: token, body)
+                #expect(got == status, "\(method) \(uri) \(body): \(json)")
+                #expect((json["reason"] as? String)?.contains(hint) == true, "\(method) \(uri): \(json)")
+            }
+            // Another account cannot take over an enrolled gateway.
+            let other = try await createAccount(client, "Other")
+            let (status, json) = try await call(client, .post, "/gateways", token: other.token,
+                                                #"{"id":"gw-0001","secret":"whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD"}"#)
+            #expect(status == .conflict, "\(json)")
+        }
+        await cloud.client.shutdown()
+    }
 }
