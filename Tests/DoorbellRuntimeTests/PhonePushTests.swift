@@ -91,7 +91,7 @@ final class PhonePushTests: XCTestCase {
         try api.expect(201, "POST", "/gateways", token: ownerToken, .object([("id", .string("gw-test")), ("public_key", .string(publicKey))]))
         let doorbellID = "gw-test:front-door"
         try api.expect(200, "PUT", "/doorbells/\(doorbellID)", token: ownerToken, .object([("name", .string(Self.doorbellName))]))
-        try api.expect(200, "POST", "/doorbells/\(doorbellID)/shares", token: ownerToken, .object([("account_id", .string(guestID))]))
+        try api.expect(201, "POST", "/doorbells/\(doorbellID)/shares", token: ownerToken, .object([("account_id", .string(guestID))]))
         let phone: JSONValue = .object([("environment", .string("sandbox")), ("bundle_id", .string(Self.topic))])
         try api.expect(200, "PUT", "/phones/\(ownerLive)", token: ownerToken, phone)
         try api.expect(200, "PUT", "/phones/\(ownerDead)", token: ownerToken, phone)
