@@ -64,7 +64,10 @@ public final class FanOut: Sendable {
     /// Sends every delivery due now, batch after batch. Returns how many were attempted.
     func pass() async throws -> Int {
         let batchSize = max(client.settings.concurrency * 4, 64)
-        let due = try store.dueDeliveries(now: clock(), limit: batchSize)
+        // The lease outlasts a batch's worst case (every push timing out once), so nobody else
+        // takes these while this process is still sending them.
+        let lease = (client.settings.requestTimeoutSeconds * 2 + 30) * 1000
+        let due = try store.claimDue(now: clock(), limit: batchSize, leaseMilliseconds: lease)
         guard !due.isEmpty else { return 0 }
         let limit = max(client.settings.concurrency, 1)
         // Outcomes are written in groups (one transaction, one fsync); a group is flushed when it

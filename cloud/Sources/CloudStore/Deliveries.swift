@@ -104,7 +104,7 @@ extension CloudStore {
             lastStatus: row.integer(13), lastReason: row.text(14), updatedAtMilliseconds: row.integer(15) ?? 0)
     }
 
-    /// Pending deliveries whose time has come, oldest first.
+    /// Pending deliveries whose time has come, oldest first (read only; see `claimDue`).
     public func dueDeliveries(now: Int64, limit: Int) throws(StoreError) -> [Delivery] {
         try withConnection { (db) throws(StoreError) in
             try db.query(
@@ -113,6 +113,27 @@ extension CloudStore {
                 WHERE state = 'pending' AND next_attempt_at_ms <= $1
                 ORDER BY next_attempt_at_ms, created_at_ms LIMIT $2
                 """, [.integer(now), .integer(Int64(limit))], operation: "read due deliveries"
+            ).rows.compactMap(Self.delivery)
+        }
+    }
+
+    /// Takes up to `limit` due deliveries for sending: each is moved `leaseMilliseconds` into the
+    /// future in the same statement, so another fan-out on the same database (several
+    /// `serve` processes on one PostgreSQL) does not take it too, and a process that dies
+    /// mid-send leaves it to be taken again when the lease runs out. The outer condition is
+    /// re-checked on PostgreSQL when a concurrent claim wins the row lock, so a row is claimed once.
+    public func claimDue(now: Int64, limit: Int, leaseMilliseconds: Int64) throws(StoreError) -> [Delivery] {
+        try withConnection { (db) throws(StoreError) in
+            try db.query(
+                """
+                UPDATE deliveries SET next_attempt_at_ms = $2
+                WHERE state = 'pending' AND next_attempt_at_ms <= $1 AND (event_id, token) IN (
+                    SELECT event_id, token FROM deliveries
+                    WHERE state = 'pending' AND next_attempt_at_ms <= $1
+                    ORDER BY next_attempt_at_ms, created_at_ms LIMIT $3)
+                RETURNING \(Self.deliveryColumns)
+                """, [.integer(now), .integer(now + leaseMilliseconds), .integer(Int64(limit))],
+                operation: "claim due deliveries"
             ).rows.compactMap(Self.delivery)
         }
     }

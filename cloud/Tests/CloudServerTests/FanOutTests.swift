@@ -24,18 +24,22 @@ enum StoreBackend: String, Sendable, CustomTestStringConvertible {
 
     var testDescription: String { rawValue }
 
-    /// A fresh, empty store, and what removes it afterwards.
-    func make(in directory: URL) throws -> (CloudStore, cleanup: @Sendable () -> Void) {
+    /// A fresh, empty store, what removes it afterwards, and how to open a second connection to
+    /// it (as a second `serve` process would).
+    func make(in directory: URL) throws -> (CloudStore, cleanup: @Sendable () -> Void, another: @Sendable () throws -> CloudStore) {
         switch self {
         case .sqlite:
-            return (try CloudStore(url: directory.appendingPathComponent("cloud.sqlite").path), {})
+            let path = directory.appendingPathComponent("cloud-\(UUID().uuidString).sqlite").path
+            return (try CloudStore(url: path), {}, { try CloudStore(url: path) })
         case .postgres:
             let base = try #require(ProcessInfo.processInfo.environment["DOORBELL_CLOUD_TEST_POSTGRES"])
             let schema = "fanout_" + String(UInt64.random(in: 0...UInt64.max), radix: 16)
             let admin = try PostgresConnection(conninfo: base)
             try admin.execute(script: "CREATE SCHEMA \(schema)", operation: "create test schema")
-            let store = try CloudStore(connection: PostgresConnection(conninfo: base + " options='-csearch_path=\(schema)'"))
-            return (store, { try? admin.execute(script: "DROP SCHEMA \(schema) CASCADE", operation: "drop test schema") })
+            let conninfo = base + " options='-csearch_path=\(schema)'"
+            let store = try CloudStore(connection: PostgresConnection(conninfo: conninfo))
+            return (store, { try? admin.execute(script: "DROP SCHEMA \(schema) CASCADE", operation: "drop test schema") },
+                    { try CloudStore(connection: PostgresConnection(conninfo: conninfo)) })
         }
     }
 }
@@ -67,12 +71,10 @@ enum StoreBackend: String, Sendable, CustomTestStringConvertible {
         let fanOut: FanOut
         let client: APNsClient
         let store: CloudStore
-        let cleanup: @Sendable () -> Void
+        let another: @Sendable () throws -> CloudStore
     }
 
-    func cloud(_ apns: APNsTestServer, backend: StoreBackend = .sqlite, concurrency: Int = 50) throws -> Cloud {
-        let (store, cleanup) = try backend.make(in: directory)
-        cleanups.withLock { $0.append(cleanup) }
+    func apnsSettings(_ apns: APNsTestServer, concurrency: Int) throws -> APNsSettings {
         var settings = APNsSettings(key: try APNsSigningKey(pem: apns.keyPEM, teamID: APNsTestServer.teamID,
                                                             keyID: APNsTestServer.keyID))
         settings.productionURL = apns.url
@@ -80,7 +82,13 @@ enum StoreBackend: String, Sendable, CustomTestStringConvertible {
         settings.caFile = apns.caFile
         settings.concurrency = concurrency
         settings.requestTimeoutSeconds = 10
-        let client = try APNsClient(settings: settings, logger: logger)
+        return settings
+    }
+
+    func cloud(_ apns: APNsTestServer, backend: StoreBackend = .sqlite, concurrency: Int = 50) throws -> Cloud {
+        let (store, cleanup, another) = try backend.make(in: directory)
+        cleanups.withLock { $0.append(cleanup) }
+        let client = try APNsClient(settings: apnsSettings(apns, concurrency: concurrency), logger: logger)
         let lines = self.lines
         let fanOut = FanOut(store: store, client: client, logger: logger, clock: WallClock.system.millisecondsSinceEpoch) {
             delivery, outcome, effect in
@@ -95,7 +103,7 @@ enum StoreBackend: String, Sendable, CustomTestStringConvertible {
         let events = EventsEndpoint(fallbackKeys: nil, store: store, output: OutputLines { _ in }, fanOut: fanOut)
         let api = AppAPI(store: store, adminToken: adminToken, fanOut: fanOut, topics: [APNsTestServer.topic])
         return Cloud(app: Application(router: makeRouter(events: events, api: api)), fanOut: fanOut, client: client,
-                     store: store, cleanup: cleanup)
+                     store: store, another: another)
     }
 
     // MARK: API helpers
@@ -475,5 +483,38 @@ enum StoreBackend: String, Sendable, CustomTestStringConvertible {
             #expect(status == .conflict, "\(json)")
         }
         await cloud.client.shutdown()
+    }
+
+    /// Two fan-outs on one database (two `serve` processes): each due push is claimed by one of
+    /// them, so every phone rings exactly once.
+    @Test(arguments: StoreBackend.available)
+    func twoFanOutsOnOneDatabaseSendEachPushOnce(backend: StoreBackend) async throws {
+        let tokens = (0..<150).map { _ in randomDeviceToken() }
+        let apns = try APNsTestServer(script: ["default": ["status": 200], "delay_ms": 5])
+        let cloud = try cloud(apns, backend: backend, concurrency: 20)
+        let secondStore = try cloud.another()
+        let secondClient = try APNsClient(settings: apnsSettings(apns, concurrency: 20), logger: logger)
+        let second = FanOut(store: secondStore, client: secondClient, logger: logger,
+                            clock: WallClock.system.millisecondsSinceEpoch)
+        let eventID = "019ab2c4-5d6e-7f80-9a1b-2c3d4e5f6a30"
+        try await cloud.app.test(.router) { client in
+            let owner = try await household(client, guests: 0)[0]
+            for token in tokens { try await register(client, token, account: owner.token) }
+            #expect(try await press(client, id: eventID).1["pushes"] as? Int == 150)
+            let first = Task { await cloud.fanOut.run() }
+            let other = Task { await second.run() }
+            let rows = try await settled(eventID, cloud.store)
+            first.cancel()
+            other.cancel()
+            await first.value
+            await other.value
+            #expect(rows.filter { $0.state == .delivered }.count == 150)
+        }
+        await cloud.client.shutdown()
+        await secondClient.shutdown()
+        let ok = try apns.processed().filter { $0["status"] as? Int == 200 }.compactMap { $0["token"] as? String }
+        #expect(ok.count == 150, "no push sent twice")
+        #expect(Set(ok) == Set(tokens))
+        #expect(cloud.fanOut.statistics.delivered > 0 && second.statistics.delivered > 0, "both took a share")
     }
 }
