@@ -24,7 +24,7 @@ CPU (utime+stime from /proc/PID/stat) of both processes over that window, and do
 VmHWM at the end.
 
 Prints TSV rows `name<TAB>value<TAB>unit<TAB>method` on stdout (what scripts/bench.sh reads),
-progress on stderr. --perf-record FILE samples doorbell-cloud with `perf record -e cpu-clock -g`
+progress on stderr. --perf-record FILE samples doorbell-cloud with `perf record -e cpu-clock`
 during the concurrent run's fan-out (for a profile; not part of make bench).
 Every child is stopped on exit (SIGTERM, then SIGKILL); every wait is bounded.
 """
@@ -276,7 +276,9 @@ def fan_out(args, children, name, phones, concurrency, perf_out=None):
     body, headers = signed_press(secret, event_id)
     perf = None
     if perf_out:
-        perf = children.start(["perf", "record", "-e", "cpu-clock", "-F", "999", "-g", "-o", perf_out,
+        # DWARF unwinding: frame pointers stop at the system libsqlite3 and glibc.
+        perf = children.start(["perf", "record", "-e", "cpu-clock", "-F", "499", "--call-graph", "dwarf,16384",
+                               "-o", perf_out,
                                "-p", str(cloud.pid)], stdout=subprocess.DEVNULL, stderr=open(perf_out + ".err", "w"))
         time.sleep(1.0)  # perf attaches asynchronously
     cloud0, apns0, self0 = cpu_ticks(cloud.pid), cpu_ticks(apns.pid), os.times()
@@ -389,7 +391,7 @@ def main():
 
         fast = fan_out(args, children, "concurrent", args.pushes, args.concurrency, args.perf_record)
         slow = fan_out(args, children, "serial", serial, 1) if serial > 0 else None
-    except Failure as e:
+    except (Failure, OSError, subprocess.SubprocessError) as e:
         log(f"FAILED: {e}")
         sys.exit(1)
     finally:

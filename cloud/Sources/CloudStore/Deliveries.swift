@@ -120,7 +120,9 @@ extension CloudStore {
     /// Takes up to `limit` due deliveries for sending: each is moved `leaseMilliseconds` into the
     /// future in the same statement, so another fan-out on the same database (several
     /// `serve` processes on one PostgreSQL) does not take it too, and a process that dies
-    /// mid-send leaves it to be taken again when the lease runs out. The outer condition is
+    /// mid-send leaves it to be taken again when the lease runs out. Ordered by the due time
+    /// alone, so the `deliveries_due` index yields the batch without sorting every pending row
+    /// (a whole event's pushes share one due time anyway). The outer condition is
     /// re-checked on PostgreSQL when a concurrent claim wins the row lock, so a row is claimed once.
     public func claimDue(now: Int64, limit: Int, leaseMilliseconds: Int64) throws(StoreError) -> [Delivery] {
         try withConnection { (db) throws(StoreError) in
@@ -130,7 +132,7 @@ extension CloudStore {
                 WHERE state = 'pending' AND next_attempt_at_ms <= $1 AND (event_id, token) IN (
                     SELECT event_id, token FROM deliveries
                     WHERE state = 'pending' AND next_attempt_at_ms <= $1
-                    ORDER BY next_attempt_at_ms, created_at_ms LIMIT $3)
+                    ORDER BY next_attempt_at_ms LIMIT $3)
                 RETURNING \(Self.deliveryColumns)
                 """, [.integer(now), .integer(now + leaseMilliseconds), .integer(Int64(limit))],
                 operation: "claim due deliveries"
