@@ -33,6 +33,7 @@ test: deps build-cloud
 	scripts/make-deb.sh
 	scripts/test-deb.sh
 	cd cloud && scripts/with-test-postgres.sh $(SWIFT) test
+	cd cloud && $(SWIFT) build --product cloud-fuzz && for t in envelope webhook apns payload; do .build/debug/cloud-fuzz $$t Tests/FuzzCorpus/$$t/*; done
 	$(SWIFT) build --build-tests
 	for t in json rtl433 config control pulses ooktext vcd hci ad bthome; do .build/debug/doorbell-fuzz $$t Tests/FuzzCorpus/$$t/*; done
 	DOORBELL_CLOUD_BIN=$(CURDIR)/$(CLOUD_BIN) $(SWIFT) test --skip-build

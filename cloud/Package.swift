@@ -14,6 +14,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "doorbell-cloud", targets: ["doorbell-cloud"]),
+        .executable(name: "cloud-fuzz", targets: ["cloud-fuzz"]),
     ],
     dependencies: [
         // traits: [] drops Hummingbird's swift-configuration integration, which we don't use.
@@ -89,6 +90,9 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        // Fuzz targets for the parsers of outside input (scripts/fuzz.sh; `make test` replays the corpus).
+        .systemLibrary(name: "CFuzzDriver"),
+        .executableTarget(name: "cloud-fuzz", dependencies: ["CloudCore", "CFuzzDriver"]),
         .testTarget(
             name: "CloudCoreTests",
             dependencies: [
