@@ -67,7 +67,6 @@ let package = Package(
                 "CloudCore",
                 "CloudStore",
                 "CloudPush",
-                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),

@@ -24,11 +24,11 @@ public enum APNsVerdict: Sendable, Equatable {
     case permanent(reason: String)
 
     public static func classify(status: Int, body: [UInt8], retryAfter: String? = nil) -> APNsVerdict {
+        // The common case, once per push: a 200 has no body to decode.
+        if status == 200 { return .delivered }
         let answer = Answer(body)
         let reason = answer.reason ?? "HTTP \(status)"
         switch status {
-        case 200:
-            return .delivered
         case 410:
             return .unregistered(reason: reason, timestampMs: answer.timestamp)
         case 400 where answer.reason == "BadDeviceToken":

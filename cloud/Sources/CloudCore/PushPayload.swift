@@ -102,26 +102,12 @@ public enum PushPayload {
     /// `apns-id` must be a UUID: the event id when it is one (the agent sends UUIDv7), otherwise a
     /// UUID made from a hash of it, so the same event always carries the same apns-id.
     public static func apnsID(eventID: String) -> String {
-        if isCanonicalUUID(eventID) { return eventID.lowercased() }
+        if TextChecks.isCanonicalUUID(eventID) { return eventID.lowercased() }
         var bytes = Array(SHA256.hash(data: Array(eventID.utf8)).prefix(16))
         bytes[6] = (bytes[6] & 0x0F) | 0x80  // version 8: custom
         bytes[8] = (bytes[8] & 0x3F) | 0x80  // RFC 9562 variant
         let hex = bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
         let chars = Array(hex)
         return [0..<8, 8..<12, 12..<16, 16..<20, 20..<32].map { String(chars[$0]) }.joined(separator: "-")
-    }
-
-    static func isCanonicalUUID(_ text: String) -> Bool {
-        let bytes = Array(text.utf8)
-        guard bytes.count == 36 else { return false }
-        for (index, byte) in bytes.enumerated() {
-            if [8, 13, 18, 23].contains(index) {
-                guard byte == UInt8(ascii: "-") else { return false }
-            } else {
-                guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
-                        || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte | 0x20) else { return false }
-            }
-        }
-        return true
     }
 }

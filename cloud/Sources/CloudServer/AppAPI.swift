@@ -10,8 +10,9 @@ import NIOPosix
 /// `POST /accounts` takes the operator's admin token. See cloud/README.md.
 public struct AppAPI: Sendable {
     let store: CloudStore
-    /// SHA-256 of the admin token; nil: accounts can only be made with `doorbell-cloud account create`.
-    let adminTokenHash: [UInt8]?
+    /// The admin token's hash (as account tokens are kept); nil: accounts can only be made with
+    /// `doorbell-cloud account create`.
+    let adminTokenHash: String?
     let clock: WallClock
     let fanOut: FanOut?
     /// Bundle ids phones may register (the APNs topics we can push to); empty: any.
@@ -22,7 +23,7 @@ public struct AppAPI: Sendable {
     public init(store: CloudStore, adminToken: String?, clock: WallClock = .system, fanOut: FanOut?,
                 topics: Set<String> = [], beaconIntervalSeconds: Int64 = 600, pushTTLSeconds: Int64 = 3600) {
         self.store = store
-        adminTokenHash = adminToken.map { Array(SHA256Hex.digest($0)) }
+        adminTokenHash = adminToken.map(CloudStore.tokenHash)
         self.clock = clock
         self.fanOut = fanOut
         self.topics = topics
@@ -113,7 +114,7 @@ public struct AppAPI: Sendable {
             throw APIError(.forbidden, "no_admin_token",
                            "this server has no --admin-token-file; create accounts with `doorbell-cloud account create`")
         }
-        guard let presented = Self.bearer(request), SHA256Hex.digest(presented).elementsEqual(adminTokenHash) else {
+        guard let presented = Self.bearer(request), CloudStore.tokenHash(presented) == adminTokenHash else {
             throw APIError(.unauthorized, "unauthorized", "POST /accounts needs Authorization: Bearer <admin token>")
         }
         let body = try await decode(AccountBody.self, request, context)
@@ -329,13 +330,5 @@ struct APIError: Error {
         self.status = status
         self.code = code
         self.reason = reason
-    }
-}
-
-import Crypto
-
-enum SHA256Hex {
-    static func digest(_ text: String) -> SHA256.Digest {
-        SHA256.hash(data: Array(text.utf8))
     }
 }

@@ -1,3 +1,5 @@
+import CloudCore
+
 /// Messages pushed to a phone when it reports a beacon region (the app monitors iBeacons).
 extension CloudStore {
     /// Sets the message for (uuid, major, minor, event), scoped to one doorbell or to a site of
@@ -8,7 +10,7 @@ extension CloudStore {
         doorbellID: String?, site: String?, title: String, body: String
     ) throws -> BeaconMessage {
         let uuid = uuid.uppercased()
-        guard Self.isUUID(uuid) else { throw DirectoryError.invalid("uuid must be a UUID like E2C56DB5-DFFB-48D2-B060-D0F5A71096E0") }
+        guard TextChecks.isCanonicalUUID(uuid) else { throw DirectoryError.invalid("uuid must be a UUID like E2C56DB5-DFFB-48D2-B060-D0F5A71096E0") }
         guard (0...65535).contains(major), (0...65535).contains(minor) else {
             throw DirectoryError.invalid("major and minor must be 0…65535")
         }
@@ -86,14 +88,6 @@ extension CloudStore {
                  .integer(now - intervalMilliseconds)],
                 operation: "rate-limit beacon push"
             ).changes > 0
-        }
-    }
-
-    static func isUUID(_ text: String) -> Bool {
-        let bytes = Array(text.utf8)
-        guard bytes.count == 36 else { return false }
-        return bytes.enumerated().allSatisfy { index, byte in
-            [8, 13, 18, 23].contains(index) ? byte == UInt8(ascii: "-") : byte.isASCIIHexDigit
         }
     }
 }

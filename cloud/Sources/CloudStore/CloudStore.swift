@@ -59,7 +59,8 @@ public final class CloudStore: Sendable {
         }
     }
 
-    static func tokenHash(_ token: String) -> String {
+    /// Hex SHA-256 of a bearer token: what the store keeps instead of the token.
+    public static func tokenHash(_ token: String) -> String {
         SHA256.hash(data: Array(token.utf8)).map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
     }
 
@@ -293,17 +294,13 @@ public final class CloudStore: Sendable {
     }
 
     static func isDeviceToken(_ text: String) -> Bool {
-        (64...200).contains(text.utf8.count) && text.utf8.allSatisfy(\.isASCIIHexDigit)
+        TextChecks.isHex(text, lengths: 64...200)
     }
 }
 
 extension UInt8 {
     var isASCIIAlphanumeric: Bool {
         (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(self) || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(self | 0x20)
-    }
-
-    var isASCIIHexDigit: Bool {
-        (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(self) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(self | 0x20)
     }
 }
 

@@ -104,19 +104,6 @@ extension CloudStore {
             lastStatus: row.integer(13), lastReason: row.text(14), updatedAtMilliseconds: row.integer(15) ?? 0)
     }
 
-    /// Pending deliveries whose time has come, oldest first (read only; see `claimDue`).
-    public func dueDeliveries(now: Int64, limit: Int) throws(StoreError) -> [Delivery] {
-        try withConnection { (db) throws(StoreError) in
-            try db.query(
-                """
-                SELECT \(Self.deliveryColumns) FROM deliveries
-                WHERE state = 'pending' AND next_attempt_at_ms <= $1
-                ORDER BY next_attempt_at_ms, created_at_ms LIMIT $2
-                """, [.integer(now), .integer(Int64(limit))], operation: "read due deliveries"
-            ).rows.compactMap(Self.delivery)
-        }
-    }
-
     /// Takes up to `limit` due deliveries for sending: each is moved `leaseMilliseconds` into the
     /// future in the same statement, so another fan-out on the same database (several
     /// `serve` processes on one PostgreSQL) does not take it too, and a process that dies

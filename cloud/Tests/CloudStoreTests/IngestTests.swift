@@ -57,17 +57,17 @@ import Testing
 
     @Test func aRetryPastTheExpirationExpiresAndA410PrunesOnlyAnOlderRegistration() throws {
         _ = try ingest("e1")
-        let delivery = try #require(try store.dueDeliveries(now: 1_000, limit: 10).first)
+        let delivery = try #require(try store.claimDue(now: 1_000, limit: 10, leaseMilliseconds: 500).first)
         try store.record(.retry(status: 500, reason: "InternalServerError", at: 2_000), for: delivery, now: 1_100)
-        #expect(try store.dueDeliveries(now: 1_999, limit: 10).isEmpty, "not due before its backoff")
+        #expect(try store.claimDue(now: 1_999, limit: 10, leaseMilliseconds: 500).isEmpty, "not due before its backoff")
         #expect(try store.nextDueTime() == 2_000)
-        let again = try #require(try store.dueDeliveries(now: 2_000, limit: 10).first)
+        let again = try #require(try store.claimDue(now: 2_000, limit: 10, leaseMilliseconds: 500).first)
         #expect(again.attempts == 1)
         try store.record(.retry(status: nil, reason: "timeout", at: 70_000), for: again, now: 2_100)
         #expect(try store.deliveries(eventID: "e1").first?.state == .expired)
 
         _ = try ingest("e2")
-        let second = try #require(try store.dueDeliveries(now: 3_000, limit: 10).first)
+        let second = try #require(try store.claimDue(now: 3_000, limit: 10, leaseMilliseconds: 500).first)
         // The phone registered at 1; APNs says the app was gone from 0 on: it came back since.
         #expect(try store.record(.unregistered(reason: "Unregistered", timestampMs: 0), for: second, now: 3_000) == .kept)
         #expect(try store.phone(token: token) != nil)
