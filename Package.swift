@@ -2,7 +2,7 @@
 import PackageDescription
 
 // The agent: a pure core (frames → events, signing, config), thin shells around C libraries
-// (libcurl, sqlite3, libgpiod) and the OS, and two small executables. No SwiftNIO here on purpose.
+// (libcurl, libcrypto, sqlite3, libgpiod) and the OS, and two small executables. No SwiftNIO here on purpose.
 let package = Package(
     name: "doorbell-agent",
     products: [
@@ -12,9 +12,7 @@ let package = Package(
         .executable(name: "doorbell-bench", targets: ["doorbell-bench"]),
     ],
     dependencies: [
-        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
-        .package(url: "https://github.com/LebJe/TOMLKit.git", from: "0.6.0"),
         .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
     ],
     targets: [
@@ -22,6 +20,9 @@ let package = Package(
                        providers: [.apt(["libcurl4-openssl-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3",
                        providers: [.apt(["libsqlite3-dev"])]),
+        // libcrypto (OpenSSL 3), already in the process through libcurl's TLS.
+        .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto",
+                       providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CGPIOD", pkgConfig: "libgpiod",
                        providers: [.apt(["libgpiod-dev"])]),
         // libc's Linux-only corners that Glibc's module map leaves out (adjtimex).
@@ -29,16 +30,13 @@ let package = Package(
         .target(
             name: "DoorbellCore",
             dependencies: [
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "_CryptoExtras", package: "swift-crypto"),
-                .product(name: "TOMLKit", package: "TOMLKit"),
+                "CCrypto",
             ]
         ),
         .target(
             name: "DoorbellRuntime",
             dependencies: [
                 "DoorbellCore", "CCurl", "CSQLite", "CLinux", "CGPIOD",
-                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
         .executableTarget(
@@ -71,7 +69,6 @@ let package = Package(
             name: "DoorbellRuntimeTests",
             dependencies: [
                 "DoorbellCore", "DoorbellRuntime", "CSQLite",
-                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
     ]

@@ -19,10 +19,9 @@ trap cleanup EXIT
 swift build -c release --static-swift-stdlib --scratch-path .build-release --product doorbell-agent >/dev/null
 swift build -c release --static-swift-stdlib --scratch-path .build-release --product agentctl >/dev/null
 swift build -c release --scratch-path .build-release --product doorbell-bench >/dev/null
-(cd cloud && swift build --product doorbell-cloud >/dev/null)  # debug: the receiver is not what is measured
-(cd cloud && swift build -c release --product doorbell-cloud >/dev/null)  # release: for the fan-out figures
+(cd cloud && swift build -c release --product doorbell-cloud >/dev/null)  # the receiver for the drain, latency and fan-out figures
 rel=$root/.build-release/release
-cloud=$root/cloud/.build/debug/doorbell-cloud
+cloud=$root/cloud/.build/release/doorbell-cloud
 rows=()
 row() { rows+=("$1|$2|$3|$4"); printf '%-34s %14s %-9s %s\n' "$1" "$2" "$3" "$4"; }
 
@@ -63,13 +62,24 @@ hmac_secret_file = "$work/g.whsec"
 $4
 CONF
 }
+# Waits until the agent behind a control socket has an empty outbox.
+until_drained() {
+  for _ in $(seq 1 6000); do # at most ≈ 10 min
+    depth=$("$rel/agentctl" status --json --socket "$1" 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["outbox"]["depth"])' 2>/dev/null || echo -1)
+    [ "$depth" = "0" ] && return 0; sleep 0.1
+  done
+  echo "bench: the outbox behind $1 did not drain within 10 minutes; see $work/*.log" >&2; exit 1
+}
 vm() { awk -v k="$2:" '$1==k {print $2}' "/proc/$1/status"; }
 
 # Idle: radio open (a quiet rtl_433 stand-in), nothing happening.
 conf idle "$work/idle-state" "https://127.0.0.1:9/events" ""
 "$rel/doorbell-agent" run --config "$work/idle.toml" 2>"$work/idle.log" & pid=$!; pids+=($pid)
 sleep 2
-row "rss_idle" "$(( $(vm $pid VmRSS) / 1024 ))" "MiB" "VmRSS 2 s after start, radio running, uplink idle"
+row "rss_idle" "$(( $(vm $pid VmRSS) / 1024 ))" "MiB" "VmRSS 2 s after start, radio running, uplink idle (shared libraries' and the binary's clean pages included)"
+smaps() { awk -v k="$2:" '$1==k {print $2}' "/proc/$1/smaps_rollup"; }
+row "rss_idle_private_dirty" "$(python3 -c "print(round($(smaps $pid Private_Dirty) / 1024, 1))")" "MiB" "same moment, Private_Dirty (heap, stacks, relocated data): what the agent alone holds and the kernel cannot drop"
+row "rss_idle_pss" "$(python3 -c "print(round($(smaps $pid Pss) / 1024, 1))")" "MiB" "same moment, PSS (shared pages divided among the processes mapping them; on this box few share libcrypto or the binary)"
 t0=$(awk '{print $14+$15}' /proc/$pid/stat); sleep "$idle_seconds"; t1=$(awk '{print $14+$15}' /proc/$pid/stat)
 row "cpu_idle" "$(( (t1 - t0) * 1000 / $(getconf CLK_TCK) ))" "ms" "CPU time used in ${idle_seconds} s with nothing happening (utime+stime)"
 kill $pid; wait $pid 2>/dev/null || true
@@ -88,17 +98,37 @@ port=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["port"])'
 conf drain "$work/drain-state" "https://127.0.0.1:$port/events" ""
 start=$(date +%s.%N)
 "$rel/doorbell-agent" run --config "$work/drain.toml" 2>"$work/drain.log" & pid=$!; pids+=($pid)
-while :; do
-  depth=$("$rel/agentctl" status --json --socket "$work/drain.sock" 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["outbox"]["depth"])' 2>/dev/null || echo -1)
-  [ "$depth" = "0" ] && break; sleep 0.1
-done
+until_drained "$work/drain.sock"
 end=$(date +%s.%N)
 hwm=$(vm $pid VmHWM)
+cpu=$(awk '{print $14+$15}' /proc/$pid/stat)
 kill $pid; wait $pid 2>/dev/null || true
 accepted=$(grep -c '^EVENT ' "$work/cloud.out" || true)
 rate=$(python3 -c "print(round($backlog/($end-$start)))")
-row "drain_events_per_s" "$rate" "events/s" "$backlog buffered events → doorbell-cloud on loopback over one kept-alive TLS connection, agent start to empty outbox ($accepted accepted, signatures verified)"
+row "drain_events_per_s" "$rate" "events/s" "$backlog buffered events → release doorbell-cloud on loopback (HTTP/1.1, so one request at a time) over one kept-alive TLS connection, agent start to empty outbox ($accepted accepted, both signatures verified, stored in SQLite)"
+row "drain_agent_cpu_per_event" "$(python3 -c "print(round($cpu * 1e6 / $(getconf CLK_TCK) / $backlog))")" "µs" "same run, the agent's CPU time (utime+stime) per delivered event: its own ceiling is 1e6/this events/s per core"
 row "rss_peak_draining" "$(( hwm / 1024 ))" "MiB" "VmHWM of the agent after draining $backlog events"
+
+# The same backlog to an HTTP/2 receiver (hypercorn): uplink.max_in_flight (8) requests in
+# flight as streams of one connection, each window's outcomes in one transaction.
+"$py" Tests/helpers/h2_test_server.py --cert "$work/pki/server.pem" --key "$work/pki/server.key" --log "$work/h2.jsonl" \
+  --ready-file "$work/h2.json" --max-seconds 900 > /dev/null 2>&1 & pids+=($!)
+for _ in $(seq 1 200); do [ -s "$work/h2.json" ] && break; sleep 0.05; done
+h2port=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["port"])' "$work/h2.json")
+mkdir -p "$work/h2-state"; cp "$work/idle-state/device.key" "$work/h2-state/"
+"$rel/doorbell-bench" prefill "$work/h2-state/outbox.sqlite" gw-bench "$backlog"
+conf h2 "$work/h2-state" "https://127.0.0.1:$h2port/events" ""
+start=$(date +%s.%N)
+"$rel/doorbell-agent" run --config "$work/h2.toml" 2>"$work/h2-agent.log" & pid=$!; pids+=($pid)
+until_drained "$work/h2.sock"
+end=$(date +%s.%N)
+hwm2=$(vm $pid VmHWM)
+cpu=$(awk '{print $14+$15}' /proc/$pid/stat)
+kill $pid; wait $pid 2>/dev/null || true
+overlap=$(python3 -c 'import json,sys; print(max(json.loads(l)["in_flight"] for l in open(sys.argv[1])))' "$work/h2.jsonl")
+row "drain_http2_events_per_s" "$(python3 -c "print(round($backlog/($end-$start)))")" "events/s" "$backlog buffered events → HTTP/2 receiver (hypercorn, CPython) on loopback, one connection, up to 8 streams in flight (max seen by the receiver: $overlap)"
+row "drain_http2_agent_cpu_per_event" "$(python3 -c "print(round($cpu * 1e6 / $(getconf CLK_TCK) / $backlog))")" "µs" "same run, the agent's CPU time per delivered event"
+row "rss_peak_draining_http2" "$(( hwm2 / 1024 ))" "MiB" "VmHWM of the agent after that drain"
 
 # Press → 2xx latency: a radio that reports one press every 50 ms, delivered to doorbell-cloud;
 # the agent's own press_to_delivered histogram (event created, i.e. frame read, → 2xx).
@@ -164,10 +194,7 @@ mkdir -p "$work/naive-state"; cp "$work/idle-state/device.key" "$work/naive-stat
 conf naive "$work/naive-state" "https://127.0.0.1:$nport/events" ""
 a0=$(date +%s.%N)
 "$rel/doorbell-agent" run --config "$work/naive.toml" 2>"$work/naive-agent.log" & pid=$!; pids+=($pid)
-while :; do
-  depth=$("$rel/agentctl" status --json --socket "$work/naive.sock" 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["outbox"]["depth"])' 2>/dev/null || echo -1)
-  [ "$depth" = "0" ] && break; sleep 0.1
-done
+until_drained "$work/naive.sock"
 a1=$(date +%s.%N)
 kill $pid; wait $pid 2>/dev/null || true
 agent_rate=$(python3 -c "print(round(2000/($a1-$a0)))")

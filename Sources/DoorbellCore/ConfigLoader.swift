@@ -1,5 +1,3 @@
-import TOMLKit
-
 // Reads agent.toml strictly: unknown keys, wrong types, missing values and bad values are all
 // reported at once, each with file:line:column where we can find it and what to write instead.
 // Pure: file checks are injected, so tests drive every message without touching the disk.
@@ -42,123 +40,24 @@ public struct ConfigFileChecks: Sendable {
 
 public enum ConfigLoader {
     public static func parse(text: String, file: String, checks: ConfigFileChecks = .none) throws(ConfigError) -> AgentConfig {
-        // TOMLKit's toml++ aborts the process (an assert) on a table header that starts with a
-        // non-ASCII byte, e.g. `[région]` (found by the config fuzz target). TOML keys outside
-        // quotes are ASCII anyway, so such text is refused before it reaches the parser.
-        if let at = nonASCIIOutsideStrings(text) {
-            throw ConfigError(issues: [ConfigIssue(file: file, line: at.line, column: at.column, key: "",
-                message: "not valid TOML: a non-ASCII character outside a string or comment. Bare keys and [table] names are ASCII letters, digits, '-' and '_'; quote the key (\"région\" = ...) or fix the typo.")])
-        }
-        // The same assert fires on a [table] name starting with anything but a key character.
-        if let at = badTableHeaderStart(text) {
-            throw ConfigError(issues: [ConfigIssue(file: file, line: at.line, column: at.column, key: "",
-                message: "not valid TOML: a [table] name must start with a letter, digit, '-', '_' or a quote, e.g. [uplink] or [[device]]")])
-        }
+        try parse(bytes: Array(text.utf8), file: file, checks: checks)
+    }
+
+    /// The file as read: bytes that are not UTF-8 are reported with their position instead of
+    /// being replaced by U+FFFD.
+    public static func parse(bytes: [UInt8], file: String, checks: ConfigFileChecks = .none) throws(ConfigError) -> AgentConfig {
         let root: TOMLNode
         do {
-            root = TOMLNode(try TOMLTable(string: text))
-        } catch let error as TOMLParseError {
-            throw ConfigError(issues: [ConfigIssue(
-                file: file, line: error.source.begin.line, column: error.source.begin.column, key: "",
-                message: "not valid TOML: \(error.description). Check quoting (strings need \"double quotes\") and [table] headers.")])
+            root = try TOMLReader.parse(bytes: bytes)
         } catch {
-            throw ConfigError(issues: [ConfigIssue(file: file, key: "", message: "not valid TOML: \(error)")])
+            throw ConfigError(issues: [ConfigIssue(file: file, line: error.line, column: error.column, key: "",
+                                                   message: "not valid TOML: \(error.message)")])
         }
-        let sink = IssueSink(file: file, locator: SourceLocator(text: text))
+        let sink = IssueSink(file: file, locator: SourceLocator(text: String(decoding: bytes, as: UTF8.self)))
         let baseDir = directory(of: file)
         let config = readAgent(root, sink: sink, baseDir: baseDir, checks: checks)
         if let config, sink.issues.isEmpty { return config }
         throw ConfigError(issues: sink.issues)
-    }
-
-    /// Where the first byte ≥ 0x80 sits outside comments and strings (basic, literal, multi-line).
-    static func nonASCIIOutsideStrings(_ text: String) -> (line: Int, column: Int)? {
-        enum State { case normal, comment, basic, literal, multiBasic, multiLiteral }
-        let b = Array(text.utf8)
-        var state = State.normal
-        var line = 1, column = 0
-        var i = 0
-        func at(_ k: Int, _ c: UInt8) -> Bool { k < b.count && b[k] == c }
-        while i < b.count {
-            let c = b[i]
-            if c == 0x0A { line += 1; column = 0 } else if c & 0xC0 != 0x80 { column += 1 }
-            switch state {
-            case .normal:
-                if c >= 0x80 { return (line, column) }
-                if c == UInt8(ascii: "#") { state = .comment }
-                else if c == UInt8(ascii: "\"") {
-                    if at(i + 1, c) && at(i + 2, c) { state = .multiBasic; i += 2; column += 2 } else { state = .basic }
-                } else if c == UInt8(ascii: "'") {
-                    if at(i + 1, c) && at(i + 2, c) { state = .multiLiteral; i += 2; column += 2 } else { state = .literal }
-                }
-            case .comment:
-                if c == 0x0A { state = .normal }
-            case .basic:
-                if c == UInt8(ascii: "\\") { i += 1; column += 1 } else if c == UInt8(ascii: "\"") || c == 0x0A { state = .normal }
-            case .literal:
-                if c == UInt8(ascii: "'") || c == 0x0A { state = .normal }
-            case .multiBasic:
-                if c == UInt8(ascii: "\\") { i += 1; if at(i, 0x0A) { line += 1; column = 0 } else { column += 1 } }
-                else if c == UInt8(ascii: "\""), at(i + 1, c), at(i + 2, c) { state = .normal; i += 2; column += 2 }
-            case .multiLiteral:
-                if c == UInt8(ascii: "'"), at(i + 1, c), at(i + 2, c) { state = .normal; i += 2; column += 2 }
-            }
-            i += 1
-        }
-        return nil
-    }
-
-    /// A `[` or `[[` that opens a line (outside strings, comments and multi-line values) followed,
-    /// after blanks, by something that cannot start a key.
-    public static func badTableHeaderStart(_ text: String) -> (line: Int, column: Int)? {
-        let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
-        var depth = 0 // open [ and { of a value that spans lines
-        var inString = false
-        for (n, line) in lines.enumerated() {
-            let b = Array(line.utf8)
-            var i = 0
-            // Multi-line strings: skip lines until the closing quotes (approximate: counts triples).
-            if inString {
-                let text = String(decoding: b, as: UTF8.self)
-                if text.components(separatedBy: "\"\"\"").count % 2 == 0 || text.components(separatedBy: "'''").count % 2 == 0 { inString = false }
-                continue
-            }
-            while i < b.count, b[i] == 0x20 || b[i] == 0x09 { i += 1 }
-            if depth == 0, i < b.count, b[i] == UInt8(ascii: "[") {
-                var j = i + 1
-                if j < b.count, b[j] == UInt8(ascii: "[") { j += 1 }
-                while j < b.count, b[j] == 0x20 || b[j] == 0x09 { j += 1 }
-                let c = j < b.count ? b[j] : 0x0A
-                let ok = (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || c == 0x2D || c == 0x5F || c == 0x22 || c == 0x27
-                if !ok && c != UInt8(ascii: "]") { return (n + 1, j + 1) }
-                continue
-            }
-            // Track brackets of values (outside quotes and comments) so nested arrays are not headers.
-            var quote: UInt8 = 0
-            var k = i
-            while k < b.count {
-                let c = b[k]
-                if quote != 0 {
-                    if c == UInt8(ascii: "\\") && quote == 0x22 { k += 2; continue }
-                    if c == quote { quote = 0 }
-                } else if c == 0x22 || c == 0x27 {
-                    if k + 2 < b.count && b[k + 1] == c && b[k + 2] == c {
-                        let rest = String(decoding: b[(k + 3)...], as: UTF8.self)
-                        if !rest.contains(String(decoding: [c, c, c], as: UTF8.self)) { inString = true }
-                        break
-                    }
-                    quote = c
-                } else if c == UInt8(ascii: "#") {
-                    break
-                } else if c == UInt8(ascii: "[") || c == UInt8(ascii: "{") {
-                    depth += 1
-                } else if c == UInt8(ascii: "]") || c == UInt8(ascii: "}") {
-                    depth = max(0, depth - 1)
-                }
-                k += 1
-            }
-        }
-        return nil
     }
 
     static func directory(of file: String) -> String {
@@ -669,6 +568,7 @@ public enum ConfigLoader {
         if let v = t.int("request_timeout_ms", in: 500...600_000) { u.requestTimeoutMs = v }
         if let v = t.int("retry_initial_ms", in: 10...600_000) { u.retryInitialMs = v }
         if let v = t.int("retry_max_ms", in: 100...86_400_000) { u.retryMaxMs = v }
+        if let v = t.int("max_in_flight", in: 1...64) { u.maxInFlight = v }
         if u.retryMaxMs < u.retryInitialMs { t.report("retry_max_ms", "must be at least retry_initial_ms (\(u.retryInitialMs))") }
         if let pin = t.string("pinned_public_key", required: false) {
             let pins = pin.split(separator: ";")
@@ -718,55 +618,6 @@ extension StringProtocol {
         while let f = sub.first, chars.contains(f) { sub = sub.dropFirst() }
         while let l = sub.last, chars.contains(l) { sub = sub.dropLast() }
         return String(sub)
-    }
-}
-
-// MARK: - TOML as a plain value tree
-
-indirect enum TOMLNode {
-    case table([(String, TOMLNode)])
-    case array([TOMLNode])
-    case string(String)
-    case int(Int64)
-    case double(Double)
-    case bool(Bool)
-    case other(String)
-
-    init(_ table: TOMLTable) {
-        var members: [(String, TOMLNode)] = []
-        for key in table.keys {
-            if let value = table[key] { members.append((key, TOMLNode(value))) }
-        }
-        self = .table(members)
-    }
-
-    init(_ value: TOMLValueConvertible) {
-        switch value.type {
-        case .table: self = value.table.map { TOMLNode($0) } ?? .other("table")
-        case .array:
-            var items: [TOMLNode] = []
-            if let array = value.array { for i in 0..<array.count { items.append(TOMLNode(array[i])) } }
-            self = .array(items)
-        case .string: self = .string(value.string ?? "")
-        case .int: self = value.int.map { .int(Int64($0)) } ?? .other("integer")
-        case .double: self = value.double.map { .double($0) } ?? .other("float")
-        case .bool: self = value.bool.map { .bool($0) } ?? .other("boolean")
-        case .date: self = .other("date")
-        case .time: self = .other("time")
-        case .dateTime: self = .other("date-time")
-        }
-    }
-
-    var typeName: String {
-        switch self {
-        case .table: "a table"
-        case .array: "an array"
-        case .string: "a string"
-        case .int: "an integer"
-        case .double: "a float"
-        case .bool: "a boolean"
-        case let .other(name): "a \(name)"
-        }
     }
 }
 
@@ -950,8 +801,9 @@ func editDistance(_ a: String, _ b: String) -> Int {
 
 // MARK: - Finding a key's line in the source text
 
-/// TOMLKit gives positions only for syntax errors, so semantic errors are located by scanning
-/// the text for the table header and the key. Good enough for hand-written configs.
+/// The value tree carries no positions (TOMLReader has them only for syntax errors), so semantic
+/// errors are located by scanning the text for the table header and the key. Good enough for
+/// hand-written configs.
 struct SourceLocator {
     let lines: [Substring]
 

@@ -190,6 +190,9 @@ public struct UplinkSettings: Sendable, Equatable {
     public var clientKeyFile: String?
     /// Optional proxy URL (http://host:port, socks5h://...).
     public var proxy: String?
+    /// Requests in flight at once while draining a backlog (HTTP/2 streams on the one connection;
+    /// over HTTP/1.1 they still go one at a time). 1 = strictly one event at a time, in order.
+    public var maxInFlight: Int = 8
 
     public init(url: String, caFile: String? = nil, hmacSecretFile: String? = nil, signEd25519: Bool = true,
                 connectTimeoutMs: Int = 5_000, requestTimeoutMs: Int = 15_000,

@@ -1,9 +1,3 @@
-import Crypto
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
 
 // Standard Webhooks signatures (docs/protocol.md): signed content is "<id>.<timestamp>.<body>".
 // `v1` is HMAC-SHA256 with the per-gateway whsec_ secret; `v1a` is Ed25519 with the device key.
@@ -14,7 +8,6 @@ public struct SigningError: Error, Sendable, CustomStringConvertible {
 
 public struct WebhookSecret: Sendable {
     public let keyBytes: [UInt8]
-    public var key: SymmetricKey { SymmetricKey(data: keyBytes) }
 
     /// Accepts "whsec_<base64>" (what enrollment hands out). Surrounding whitespace is ignored.
     public init(parsing text: String) throws(SigningError) {
@@ -22,19 +15,19 @@ public struct WebhookSecret: Sendable {
         guard trimmed.hasPrefix("whsec_") else {
             throw SigningError(description: "the HMAC secret must start with whsec_ (as issued at enrollment), found \(trimmed.prefix(6))...")
         }
-        guard let data = Data(base64Encoded: String(trimmed.dropFirst(6))), data.count >= 16 else {
+        guard let data = Base64.decode(trimmed.dropFirst(6)), data.count >= 16 else {
             throw SigningError(description: "the HMAC secret after whsec_ must be base64 of at least 16 bytes; re-copy it from enrollment")
         }
-        keyBytes = Array(data)
+        keyBytes = data
     }
 }
 
 /// Not Sendable: it holds the private key and lives on the delivery thread.
 public struct WebhookSigner {
     public var hmacSecret: WebhookSecret?
-    public var deviceKey: Curve25519.Signing.PrivateKey?
+    public var deviceKey: Ed25519SigningKey?
 
-    public init(hmacSecret: WebhookSecret?, deviceKey: Curve25519.Signing.PrivateKey?) {
+    public init(hmacSecret: WebhookSecret?, deviceKey: Ed25519SigningKey?) {
         self.hmacSecret = hmacSecret
         self.deviceKey = deviceKey
     }
@@ -45,15 +38,15 @@ public struct WebhookSigner {
 
     public func v1(id: String, timestamp: Int64, body: [UInt8]) -> String? {
         guard let hmacSecret else { return nil }
-        let mac = HMAC<SHA256>.authenticationCode(for: Self.signedContent(id: id, timestamp: timestamp, body: body), using: hmacSecret.key)
-        return "v1," + Data(mac).base64EncodedString()
+        let mac = HMACSHA256.authenticationCode(Self.signedContent(id: id, timestamp: timestamp, body: body), key: hmacSecret.keyBytes)
+        return "v1," + Base64.encode(mac)
     }
 
     public func v1a(id: String, timestamp: Int64, body: [UInt8]) throws(SigningError) -> String? {
         guard let deviceKey else { return nil }
         do {
             let sig = try deviceKey.signature(for: Self.signedContent(id: id, timestamp: timestamp, body: body))
-            return "v1a," + Data(sig).base64EncodedString()
+            return "v1a," + Base64.encode(sig)
         } catch {
             throw SigningError(description: "Ed25519 signing failed: \(error)")
         }
@@ -81,11 +74,8 @@ public struct WebhookSigner {
 
 public enum DeviceKey {
     /// Key id for enrollment: first 8 bytes of SHA-256 of the raw public key, hex.
-    public static func keyID(_ publicKey: Curve25519.Signing.PublicKey) -> String {
-        SHA256.hash(data: publicKey.rawRepresentation).prefix(8).map { b in
-            let s = String(b, radix: 16)
-            return s.count == 1 ? "0" + s : s
-        }.joined()
+    public static func keyID(_ publicKey: [UInt8]) -> String {
+        Hex.encode(SHA256.hash(publicKey).prefix(8))
     }
 }
 

@@ -1,4 +1,3 @@
-import Crypto
 import DoorbellCore
 import Glibc
 
@@ -29,7 +28,7 @@ public final class Agent: @unchecked Sendable {
     public var config: AgentConfig { current.snapshot }
     let log: Logger
     let outbox: Outbox
-    let deviceKey: Curve25519.Signing.PrivateKey
+    let deviceKey: Ed25519SigningKey
     let pipeline: Locked<RFPipeline>
     /// The OOK receiver's own pipeline: its tracker runs on the edges' clock.
     let ookPipeline: Locked<OOKPipeline>
@@ -80,7 +79,7 @@ public final class Agent: @unchecked Sendable {
         radio.tap.withLock {
             $0 = { packet, received in
                 guard raw.hasFollowers else { return }
-                raw.publish(.object([("radio", .string("ble")), ("h4", .string(packet.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined())),
+                raw.publish(.object([("radio", .string("ble")), ("h4", .string(Hex.encode(packet))),
                                      ("rx", .bool(received)), ("t", .number(Double(Clocks.wallMicros())))]))
             }
         }
@@ -126,7 +125,8 @@ public final class Agent: @unchecked Sendable {
             let before = p.lastProblem
             var events: [AgentEvent] = []
             switch input {
-            case let .report(r): events = p.handle(report: r, at: time, radioHealthy: healthy)
+            case let .reports(reports):
+                for r in reports { events += p.handle(report: r, at: time, radioHealthy: healthy) }
             case let .replayed(r, mono):
                 var t = time
                 t.monoMicros = mono
@@ -141,7 +141,7 @@ public final class Agent: @unchecked Sendable {
         if let problem { log.warning("ble.refused", [("problem", problem)]) }
         // Before the events: a press is only forwarded once its packet id is on disk.
         if let memory { saveBLEMemory(memory) }
-        for event in events { accept(event) }
+        acceptAll(events)
     }
 
     static func makeOOKPipeline(_ config: AgentConfig) -> OOKPipeline {
@@ -251,7 +251,7 @@ public final class Agent: @unchecked Sendable {
             guard let bytes = readFile(path) else {
                 throw ConfigError(issues: [ConfigIssue(file: path, key: "", message: "cannot read the config file: \(errnoText())")])
             }
-            new = try ConfigLoader.parse(text: String(decoding: bytes, as: UTF8.self), file: path,
+            new = try ConfigLoader.parse(bytes: bytes, file: path,
                                          checks: ConfigFileChecks(isReadableFile: { isReadableFile($0) }))
             if new.paths != old.paths || new.gatewayID != old.gatewayID {
                 throw ConfigError(issues: [ConfigIssue(file: path, key: "paths", message: "gateway_id and [paths] changes need a restart (systemctl restart doorbell-agent); nothing was changed")])
@@ -363,40 +363,55 @@ public final class Agent: @unchecked Sendable {
 
     /// Makes an event durable (one transaction, one fsync) and wakes the uplink.
     @discardableResult
-    func accept(_ incoming: AgentEvent) -> OutboxEntry? {
-        var event = incoming
-        event.bootID = Clocks.bootID
+    func accept(_ incoming: AgentEvent) -> OutboxEntry? { acceptAll([incoming]).first }
+
+    /// Group commit: the events of one radio read become durable together, in one transaction
+    /// (one fsync and one set of page writes for the burst, not one per event).
+    @discardableResult
+    func acceptAll(_ incoming: [AgentEvent]) -> [OutboxEntry] {
+        guard !incoming.isEmpty else { return [] }
+        let events = incoming.map { e -> AgentEvent in
+            var event = e
+            event.bootID = Clocks.bootID
+            return event
+        }
         // Ring first: local actions never wait for storage or the network.
-        actions.snapshot?.trigger(event, json: event.json(id: "", sequence: 0, gatewayID: config.gatewayID, agentVersion: AgentVersion.current))
+        if let runner = actions.snapshot {
+            for event in events { runner.trigger(event, json: event.json(id: "", sequence: 0, gatewayID: config.gatewayID, agentVersion: AgentVersion.current)) }
+        }
         // Keep creation order: while anything waits in memory, new events queue behind it.
         let queued = counters.withLock { c -> Bool in
             guard !c.spilled.isEmpty else { return false }
-            c.spilled.append(event)
+            c.spilled.append(contentsOf: events)
             return true
         }
         if queued {
-            if let dropped = counters.withLock({ Self.trimSpill(&$0) }) {
-                log.error("memory.evicted", [("type", dropped.type.rawValue), ("device", dropped.device.id), ("hint", "storage has been full too long")])
-            }
-            spillWake.signal()
-            return nil
+            spillInMemory([])
+            return []
         }
-        switch store(event) {
-        case let .stored(entry): return entry
+        switch store(events) {
+        case let .stored(entries): return entries
         case .full:
-            let dropped = counters.withLock { c -> AgentEvent? in
-                c.spilled.append(event)
-                c.storageFull = true
-                return Self.trimSpill(&c)
-            }
-            if let dropped { log.error("memory.evicted", [("type", dropped.type.rawValue), ("device", dropped.device.id), ("hint", "storage has been full too long")]) }
-            spillWake.signal()
-            return nil
-        case .failed: return nil
+            counters.withLock { $0.storageFull = true }
+            spillInMemory(events)
+            return []
+        case .failed: return []
         }
     }
 
-    enum StoreOutcome { case stored(OutboxEntry), full, failed }
+    /// Holds events in memory (storage is full) and wakes the retry thread.
+    private func spillInMemory(_ events: [AgentEvent]) {
+        let dropped = counters.withLock { c -> [AgentEvent] in
+            c.spilled.append(contentsOf: events)
+            var dropped: [AgentEvent] = []
+            while let d = Self.trimSpill(&c) { dropped.append(d) }
+            return dropped
+        }
+        for d in dropped { log.error("memory.evicted", [("type", d.type.rawValue), ("device", d.device.id), ("hint", "storage has been full too long")]) }
+        spillWake.signal()
+    }
+
+    enum StoreOutcome { case stored([OutboxEntry]), full, failed }
 
     /// Memory is bounded too: past this many held events, the oldest of the lowest priority goes
     /// (counted and logged), as in the outbox.
@@ -409,57 +424,68 @@ public final class Agent: @unchecked Sendable {
         return c.spilled.remove(at: victim)
     }
 
-    /// One transaction, one fsync: the event, any evictions its arrival forces, and their report.
-    func store(_ event: AgentEvent) -> StoreOutcome {
+    /// One transaction, one fsync: the events, any evictions their arrival forces, and the report.
+    func store(_ events: [AgentEvent]) -> StoreOutcome {
         let wallMillis = Clocks.wallMicros() / 1000
-        let id = rng.withLock { UUIDv7.make(unixMillis: wallMillis, random: &$0) }
+        let ids = rng.withLock { r in events.map { _ in UUIDv7.make(unixMillis: wallMillis, random: &r) } }
         let config = self.config
         let gateway = config.gatewayID
         let reportID = rng.withLock { UUIDv7.make(unixMillis: wallMillis, random: &$0) }
+        let clockSynced = events[events.count - 1].clockSynced
+        let newEvents = zip(ids, events).map { id, event in
+            OutboxNewEvent(id: id, type: event.type.rawValue, createdAtMs: wallMillis) { sequence in
+                event.body(id: id, sequence: sequence, gatewayID: gateway, agentVersion: AgentVersion.current)
+            }
+        }
         do {
             let result = try outbox.append(
-                id: id, type: event.type.rawValue, createdAtMs: wallMillis,
-                bounds: OutboxBounds(maxEvents: config.outbox.maxEvents, maxBytes: config.outbox.maxBytes),
+                newEvents, bounds: OutboxBounds(maxEvents: config.outbox.maxEvents, maxBytes: config.outbox.maxBytes),
                 report: { sequence, evicted in
                     var types: [String: Int] = [:]
                     for e in evicted { types[e.type, default: 0] += 1 }
                     let report = AgentEvent(
                         type: .gatewayEvicted, device: DeviceRef(id: gateway, name: "gateway", radio: "none"),
-                        occurredAtMicros: Clocks.wallMicros(), clockSynced: event.clockSynced,
+                        occurredAtMicros: Clocks.wallMicros(), clockSynced: clockSynced,
                         data: .object([("count", .number(Double(evicted.count))),
                                        ("sequences", .array(evicted.prefix(1_000).map { .number(Double($0.sequence)) })),
                                        ("types", .object(types.sorted { $0.key < $1.key }.map { ($0.key, .number(Double($0.value))) })),
                                        ("reason", .string("outbox bounds: max_events \(config.outbox.maxEvents), max_bytes \(config.outbox.maxBytes)"))]))
                     return (reportID, report.type.rawValue, report.body(id: reportID, sequence: sequence, gatewayID: gateway, agentVersion: AgentVersion.current))
-                },
-                makeBody: { sequence in event.body(id: id, sequence: sequence, gatewayID: gateway, agentVersion: AgentVersion.current) })
-            let entry = result.entry
+                })
             counters.withLock {
-                $0.eventsByType[event.type.rawValue, default: 0] += 1
+                for event in events { $0.eventsByType[event.type.rawValue, default: 0] += 1 }
                 $0.outboxError = nil
                 $0.storageFull = false
-                $0.lastEvent = "\(event.type.rawValue) \(event.device.id)"
+                if let last = events.last { $0.lastEvent = "\(last.type.rawValue) \(last.device.id)" }
                 $0.evicted += result.evicted.count
                 if let r = result.report { $0.eventsByType[r.type, default: 0] += 1 }
             }
-            log.notice("event.created", [("event.id", id), ("sequence", String(entry.sequence)), ("type", event.type.rawValue),
-                                         ("device", event.device.id)] + (event.test ? [("test", "true")] : []))
+            for (entry, event) in zip(result.entries, events) {
+                log.notice("event.created", [("event.id", entry.id), ("sequence", String(entry.sequence)), ("type", event.type.rawValue),
+                                             ("device", event.device.id)] + (event.test ? [("test", "true")] : []))
+            }
             if !result.evicted.isEmpty {
                 log.warning("outbox.evicted", [("count", String(result.evicted.count)),
                                                ("sequences", result.evicted.prefix(20).map { String($0.sequence) }.joined(separator: ",")),
                                                ("hint", "the outbox is at its bounds ([outbox] max_events/max_bytes): is the uplink down?")])
             }
             deliverer?.notify()
-            feed.publish(event.json(id: id, sequence: entry.sequence, gatewayID: gateway, agentVersion: AgentVersion.current))
-            return .stored(entry)
+            for (entry, event) in zip(result.entries, events) {
+                feed.publish(event.json(id: entry.id, sequence: entry.sequence, gatewayID: gateway, agentVersion: AgentVersion.current))
+            }
+            return .stored(result.entries)
         } catch where error.code == .full {
             counters.withLock { $0.outboxError = error.description }
-            log.error("outbox.full", [("type", event.type.rawValue), ("device", event.device.id), ("error", error.description),
-                                      ("hint", "kept in memory and retried; free space on the state directory's filesystem")])
+            for event in events {
+                log.error("outbox.full", [("type", event.type.rawValue), ("device", event.device.id), ("error", error.description),
+                                          ("hint", "kept in memory and retried; free space on the state directory's filesystem")])
+            }
             return .full
         } catch {
             counters.withLock { $0.outboxError = error.description }
-            log.error("outbox.append_failed", [("type", event.type.rawValue), ("device", event.device.id), ("error", error.description)])
+            for event in events {
+                log.error("outbox.append_failed", [("type", event.type.rawValue), ("device", event.device.id), ("error", error.description)])
+            }
             return .failed
         }
     }
@@ -473,7 +499,7 @@ public final class Agent: @unchecked Sendable {
                     spillWake.wait(timeoutMicros: nil)
                     continue
                 }
-                if case .stored = store(event) {
+                if case .stored = store([event]) {
                     let left = counters.withLock { c -> Int in c.spilled.removeFirst(); return c.spilled.count }
                     if left == 0 { log.notice("outbox.recovered", [("hint", "storage has space again; every held event is stored")]) }
                     continue

@@ -9,7 +9,9 @@ import Glibc
 // reports flow again. Transport failures restart everything with backoff.
 
 public enum BLERadioInput: Sendable {
-    case report(BLEAdvertisingReport)
+    /// The advertising reports of one read from the controller (one or more HCI events):
+    /// their events are stored together (group commit).
+    case reports([BLEAdvertisingReport])
     /// A replayed report, on the capture's timeline placed after the agent's start.
     case replayed(BLEAdvertisingReport, monoMicros: Int64)
     /// Periodic while the radio runs: lets presence time out.
@@ -34,6 +36,8 @@ public final class BLERadio: @unchecked Sendable {
     private let stopSignal = PollableStop()
     private let done = WakeSignal()
     private var framer = H4Framer()
+    /// Packets of the last read not handled yet, last first (a read can carry several events).
+    private var unhandled: [H4Framer.Packet] = []
     private var credits = 1
     private var lastReport: Int64 = 0
     /// Every H4 packet in (true) and out (false), for `agentctl capture`; nil when nobody captures.
@@ -72,6 +76,7 @@ public final class BLERadio: @unchecked Sendable {
             do throws(HCIError) {
                 let transport = try HCITransport.open(settings.transport)
                 framer = H4Framer()
+                unhandled.removeAll()
                 credits = 1
                 try bringUp(transport)
                 attempt = 0
@@ -145,14 +150,22 @@ public final class BLERadio: @unchecked Sendable {
     /// Status), the deadline, or (want == nil) any event.
     private func waitEvents(_ t: HCITransport, until deadline: Int64, want: UInt16?) throws(HCIError) -> [UInt8]? {
         while true {
-            let left = deadline - Clocks.monotonicMicros()
-            if left <= 0 { return nil }
-            var fds = [pollfd(fd: t.fd, events: Int16(POLLIN), revents: 0), pollfd(fd: stopSignal.fd, events: Int16(POLLIN), revents: 0)]
-            let n = poll(&fds, 2, Int32(clamping: left / 1000 + 1))
-            if n < 0 && errno == EINTR { continue }
-            if isStopping { throw HCIError(description: "stopping") }
-            if n == 0 { return nil }
-            for packet in framer.feed(try t.read()) {
+            if unhandled.isEmpty {
+                let left = deadline - Clocks.monotonicMicros()
+                if left <= 0 { return nil }
+                var fds = [pollfd(fd: t.fd, events: Int16(POLLIN), revents: 0), pollfd(fd: stopSignal.fd, events: Int16(POLLIN), revents: 0)]
+                let n = poll(&fds, 2, Int32(clamping: left / 1000 + 1))
+                if n < 0 && errno == EINTR { continue }
+                if isStopping { throw HCIError(description: "stopping") }
+                if n == 0 { return nil }
+                unhandled = framer.feed(try t.read())
+                unhandled.reverse() // taken from the end
+            }
+            // The reports of one read go on together (group commit); an answer found among
+            // them returns after them, and packets after it wait for the next call.
+            var reports: [BLEAdvertisingReport] = []
+            defer { if !reports.isEmpty { deliver(reports) } }
+            while let packet = unhandled.popLast() {
                 guard case let .event(bytes) = packet else { continue }
                 tap.snapshot?([0x04] + bytes, true)
                 guard let event = HCIEvent.parse(bytes) else { continue }
@@ -165,9 +178,10 @@ public final class BLERadio: @unchecked Sendable {
                     credits = Int(numCommands)
                     if opcode == want { return [status] }
                     if want == nil { return [] }
-                case let .advertisingReports(reports):
-                    deliver(reports)
+                case let .advertisingReports(r):
+                    reports += r
                 case let .hardwareError(code):
+                    unhandled.removeAll()
                     throw HCIError(description: "\(t.name): controller hardware error 0x\(String(code, radix: 16))")
                 case .other:
                     break
@@ -185,7 +199,7 @@ public final class BLERadio: @unchecked Sendable {
             log.notice("radio.ble_recovered", [("radio", "ble")])
             sink(.health(true))
         }
-        for r in reports { sink(.report(r)) }
+        sink(.reports(reports))
     }
 
     // MARK: Replay

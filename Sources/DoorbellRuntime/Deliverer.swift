@@ -2,8 +2,10 @@ import DoorbellCore
 import Glibc
 
 // The uplink: takes events from the outbox in sequence order, signs each attempt afresh
-// (webhook-timestamp is the attempt's time), POSTs it over one kept-alive libcurl handle, and
-// removes it only after a 2xx. Failures back off with full jitter; nothing is dropped.
+// (webhook-timestamp is the attempt's time), POSTs them over one kept-alive connection, and
+// removes each only after a 2xx. Under a backlog a window of up to `uplink.max_in_flight` events
+// is in flight at once (HTTP/2 streams; one after the other over HTTP/1.1), and the window's
+// outcomes are written in one transaction. Failures back off with full jitter; nothing is dropped.
 
 public struct UplinkStatus: Sendable, Equatable {
     public var url: String
@@ -54,8 +56,12 @@ public final class Deliverer: @unchecked Sendable {
     private var notBefore: [String: Int64] = [:]
     private var client: HTTPSClient?
     private let busySince = Locked<Int64?>(nil)
-    /// Monotonic time the current request started, nil when idle.
+    /// While requests are outstanding: the monotonic time the uplink last made progress (the
+    /// window started, or one of its requests finished); nil when idle. The watchdog's measure.
     public var busySinceMicros: Int64? { busySince.snapshot }
+    /// Events in the next window: 1 at the start and after any failed attempt (one request
+    /// probes the receiver), `max_in_flight` once a window went through.
+    private var windowSize = 1
 
     public init(settings: UplinkSettings, clock: ClockSettings = ClockSettings(requireSync: false), gatewayID: String,
                 signer: WebhookSigner, outbox: Outbox, log: Logger) {
@@ -79,8 +85,8 @@ public final class Deliverer: @unchecked Sendable {
     /// New work in the outbox.
     public func notify() { wake.signal() }
 
-    /// Lets an in-flight request finish within `graceMicros`; an abandoned one stays in the
-    /// outbox and is delivered after the restart (the receiver deduplicates).
+    /// Lets the requests in flight finish within `graceMicros`; abandoned ones stay in the
+    /// outbox and are delivered after the restart (the receiver deduplicates).
     public func stop(graceMicros: Int64) {
         stopping.withLock { $0 = true }
         wake.signal()
@@ -97,7 +103,7 @@ public final class Deliverer: @unchecked Sendable {
         while !isStopping {
             let pending: [OutboxEntry]
             do {
-                pending = try outbox.pending(limit: 64)
+                pending = try outbox.pending(limit: max(64, settings.maxInFlight + 1))
             } catch {
                 log.error("outbox.read_failed", [("error", error.description)])
                 wake.wait(timeoutMicros: 5_000_000)
@@ -106,7 +112,7 @@ public final class Deliverer: @unchecked Sendable {
             let now = Clocks.monotonicMicros()
             notBefore = notBefore.filter { id, _ in pending.contains { $0.id == id } }
             // Per-gateway order: the oldest undelivered event goes first; while it waits out its
-            // backoff, later ones wait too (receivers see sequences in order).
+            // backoff, later ones wait too (receivers see sequences in order, but for a window).
             guard let first = pending.first else {
                 wake.wait(timeoutMicros: nil)
                 continue
@@ -131,40 +137,14 @@ public final class Deliverer: @unchecked Sendable {
                 status.withLock { $0.heldForClock = false }
                 log.notice("uplink.clock_synchronized", [("events", String(pending.count))])
             }
-            var entry = head
-            if synced, ClockCorrection.needsCorrection(head.body),
-               let fixed = ClockCorrection.correct(head.body, nowWallMicros: Clocks.wallMicros(), nowMonoMicros: Clocks.monotonicMicros(),
-                                                   bootID: Clocks.bootID) {
-                // Stored before the first send, so every retry carries the same bytes.
-                do {
-                    try outbox.replaceBody(id: head.id, body: fixed)
-                    entry = OutboxEntry(id: head.id, sequence: head.sequence, type: head.type, body: fixed, createdAtMs: head.createdAtMs,
-                                        attempts: head.attempts, lastError: head.lastError, dead: head.dead)
-                } catch {
-                    log.error("outbox.write_failed", [("error", error.description)])
-                }
-            }
-            retryAfterMillis = nil
-            let outcome = deliver(entry)
-            if outcome == .gone {
+            let window = corrected(Self.window(pending, head: head, size: windowSize, notBefore: notBefore, nowMono: now), synced: synced)
+            let attempts = deliver(window)
+            settle(attempts, backoff: backoff, rng: &rng)
+            windowSize = attempts.allSatisfy { $0.outcome == .delivered || $0.outcome == .parked } ? max(1, settings.maxInFlight) : 1
+            if attempts.contains(where: { $0.outcome == .gone }) {
                 // Keep everything, say so, and wait for a new uplink (reload) or a stop.
                 while !isStopping { wake.wait(timeoutMicros: nil) }
                 break
-            }
-            if outcome == .delivered || outcome == .parked {
-                notBefore[head.id] = nil
-            } else {
-                let attempt = head.attempts
-                var delayMs = backoff.delay(attempt: attempt, random: &rng)
-                if let asked = retryAfterMillis { delayMs = max(delayMs, min(asked, 3_600_000)) }
-                notBefore[head.id] = Clocks.monotonicMicros() + Int64(delayMs) * 1000
-                do {
-                    try outbox.recordFailure(id: head.id, error: status.snapshot.lastError ?? "unknown",
-                                             nextAttemptAtMs: Clocks.wallMicros() / 1000 + Int64(delayMs))
-                } catch {
-                    log.error("outbox.write_failed", [("error", error.description)])
-                }
-                log.info("uplink.retry_scheduled", [("event.id", head.id), ("attempt", String(attempt + 1)), ("delay_ms", String(delayMs))])
             }
         }
     }
@@ -179,9 +159,57 @@ public final class Deliverer: @unchecked Sendable {
         return live
     }
 
+    /// The events sent together: `head` (from `next`), then the oldest others in sequence order,
+    /// up to `size`, stopping at the first one still waiting out its backoff (so nothing overtakes
+    /// a retried event by more than one window).
+    static func window(_ pending: [OutboxEntry], head: OutboxEntry, size: Int, notBefore: [String: Int64], nowMono: Int64) -> [OutboxEntry] {
+        var out = [head]
+        guard size > 1 else { return out }
+        for entry in pending where entry.id != head.id {
+            if out.count >= size { break }
+            if let due = notBefore[entry.id], due > nowMono { break }
+            out.append(entry)
+        }
+        return out
+    }
+
+    /// Events recorded before the clock was synchronized get their `occurred_at` corrected,
+    /// stored (one transaction for the window) before the first send, so every retry carries the
+    /// same bytes.
+    private func corrected(_ window: [OutboxEntry], synced: Bool) -> [OutboxEntry] {
+        guard synced else { return window }
+        var fixed: [(id: String, body: [UInt8])] = []
+        var out = window
+        for (i, e) in window.enumerated() where ClockCorrection.needsCorrection(e.body) {
+            guard let body = ClockCorrection.correct(e.body, nowWallMicros: Clocks.wallMicros(), nowMonoMicros: Clocks.monotonicMicros(),
+                                                     bootID: Clocks.bootID) else { continue }
+            fixed.append((e.id, body))
+            out[i] = OutboxEntry(id: e.id, sequence: e.sequence, type: e.type, body: body, createdAtMs: e.createdAtMs,
+                                 attempts: e.attempts, lastError: e.lastError, dead: e.dead)
+        }
+        guard !fixed.isEmpty else { return window }
+        do {
+            try outbox.replaceBodies(fixed)
+            return out
+        } catch {
+            log.error("outbox.write_failed", [("error", error.description)])
+            return window
+        }
+    }
+
     enum Outcome { case delivered, retry, parked, gone }
-    /// A server's wish to be left alone (429/503 Retry-After), honoured up to an hour.
-    private var retryAfterMillis: Int?
+
+    /// One event's attempt and what the receiver said.
+    struct Attempt {
+        let entry: OutboxEntry
+        var outcome: Outcome
+        var status = 0
+        var message = ""
+        /// A server's wish to be left alone (429/503 Retry-After), honoured up to an hour.
+        var retryAfterMillis: Int?
+        var latencyMicros: Int64 = 0
+        var acknowledgedWallMicros: Int64 = 0
+    }
 
     /// 4xx that will not change by retrying: park the event as a dead letter (kept, counted,
     /// shown in `agentctl queue`). 408/409/425/429 are about timing and are retried.
@@ -189,82 +217,145 @@ public final class Deliverer: @unchecked Sendable {
         (400..<500).contains(status) && ![408, 409, 425, 429].contains(status)
     }
 
-    /// One attempt.
-    private func deliver(_ entry: OutboxEntry) -> Outcome {
-        if client == nil {
+    /// The kept-alive client, made on first use (and again after a reload drops it).
+    private func connectedClient() -> Result<HTTPSClient, TransportError> {
+        if let client { return .success(client) }
+        do {
+            let made = try HTTPSClient(options: HTTPSClientOptions(
+                url: settings.url, caFile: settings.caFile, connectTimeoutMs: settings.connectTimeoutMs,
+                requestTimeoutMs: settings.requestTimeoutMs, userAgent: "doorbell-agent/\(AgentVersion.current)",
+                pinnedPublicKey: settings.pinnedPublicKey, clientCertFile: settings.clientCertFile,
+                clientKeyFile: settings.clientKeyFile, proxy: settings.proxy))
+            client = made
+            return .success(made)
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// One attempt for each event of the window: signed, then POSTed together.
+    private func deliver(_ window: [OutboxEntry]) -> [Attempt] {
+        let client: HTTPSClient
+        switch connectedClient() {
+        case let .success(c):
+            client = c
+        case let .failure(error):
+            // Counted once, for the head; the others were not attempted.
+            fail(window[0], error.description)
+            return [Attempt(entry: window[0], outcome: .retry, message: error.description)]
+        }
+        var attempts: [Attempt] = []
+        var requests: [HTTPRequest] = []
+        var sent: [Int] = [] // request index → attempt index
+        let userAgent = "doorbell-agent/\(AgentVersion.current)"
+        for entry in window {
             do {
-                client = try HTTPSClient(options: HTTPSClientOptions(
-                    url: settings.url, caFile: settings.caFile, connectTimeoutMs: settings.connectTimeoutMs,
-                    requestTimeoutMs: settings.requestTimeoutMs, userAgent: "doorbell-agent/\(AgentVersion.current)",
-                    pinnedPublicKey: settings.pinnedPublicKey, clientCertFile: settings.clientCertFile,
-                    clientKeyFile: settings.clientKeyFile, proxy: settings.proxy))
+                let headers = try signer.headers(id: entry.id, timestamp: Clocks.wallSeconds(), body: entry.body,
+                                                 gatewayID: gatewayID, userAgent: userAgent)
+                sent.append(attempts.count)
+                requests.append(HTTPRequest(body: entry.body, headers: headers))
+                attempts.append(Attempt(entry: entry, outcome: .retry))
             } catch {
                 fail(entry, error.description)
-                return .retry
+                attempts.append(Attempt(entry: entry, outcome: .retry, message: error.description))
             }
         }
-        guard let client else { return .retry }
-        let headers: [(String, String)]
-        do {
-            headers = try signer.headers(id: entry.id, timestamp: Clocks.wallSeconds(), body: entry.body,
-                                         gatewayID: gatewayID, userAgent: "doorbell-agent/\(AgentVersion.current)")
-        } catch {
-            fail(entry, error.description)
-            return .retry
-        }
-        let started = Clocks.monotonicMicros()
-        busySince.withLock { $0 = started }
-        let result = client.post(body: entry.body, headers: headers)
-        busySince.withLock { $0 = nil }
-        switch result {
-        case let .failure(error):
-            fail(entry, error.description, reason: "\(error.code)")
-            return .retry
-        case let .success(response):
-            guard (200..<300).contains(response.status) else {
-                let snippet = String(decoding: response.body.prefix(200), as: UTF8.self)
-                let message = "receiver answered HTTP \(response.status)" + (snippet.isEmpty ? "" : ": \(snippet)")
-                fail(entry, message, reason: "http_\(response.status / 100)xx")
-                if response.status == 429 || response.status == 503,
-                   let value = response.header("retry-after"),
-                   let seconds = RetryAfter.seconds(value, nowUnixSeconds: Clocks.wallSeconds()) {
-                    retryAfterMillis = Int(seconds) * 1000
-                }
-                if response.status == 410 {
-                    status.withLock { $0.endpointGone = true }
-                    log.error("uplink.endpoint_gone", [("url", settings.url),
-                                                       ("hint", "the receiver says this endpoint no longer exists (410); events are kept. Fix uplink.url and reload.")])
-                    return .gone
-                }
-                if Self.isPermanent(response.status) {
-                    do {
-                        try outbox.markDead(id: entry.id, error: message)
-                        log.error("uplink.event_parked", [("event.id", entry.id), ("status", String(response.status)),
-                                                          ("hint", "the receiver refused it for good; see agentctl queue --dead, then agentctl queue retry or purge --dead")])
-                        return .parked
-                    } catch {
-                        log.error("outbox.write_failed", [("error", error.description)])
+        busySince.withLock { $0 = Clocks.monotonicMicros() }
+        var goneLogged = false
+        client.send(requests) { index, result in
+            busySince.withLock { $0 = Clocks.monotonicMicros() }
+            let i = sent[index]
+            let entry = attempts[i].entry
+            switch result {
+            case let .failure(error):
+                fail(entry, error.description, reason: "\(error.code)")
+                attempts[i].message = error.description
+            case let .success(response):
+                attempts[i].status = response.status
+                guard (200..<300).contains(response.status) else {
+                    let snippet = String(decoding: response.body.prefix(200), as: UTF8.self)
+                    let message = "receiver answered HTTP \(response.status)" + (snippet.isEmpty ? "" : ": \(snippet)")
+                    attempts[i].message = message
+                    fail(entry, message, reason: "http_\(response.status / 100)xx")
+                    if response.status == 429 || response.status == 503,
+                       let value = response.header("retry-after"),
+                       let seconds = RetryAfter.seconds(value, nowUnixSeconds: Clocks.wallSeconds()) {
+                        attempts[i].retryAfterMillis = Int(seconds) * 1000
                     }
+                    if response.status == 410 {
+                        attempts[i].outcome = .gone
+                        status.withLock { $0.endpointGone = true }
+                        if !goneLogged {
+                            goneLogged = true
+                            log.error("uplink.endpoint_gone", [("url", settings.url),
+                                                               ("hint", "the receiver says this endpoint no longer exists (410); events are kept. Fix uplink.url and reload.")])
+                        }
+                    } else if Self.isPermanent(response.status) {
+                        attempts[i].outcome = .parked
+                    }
+                    return
                 }
-                return .retry
+                attempts[i].outcome = .delivered
+                attempts[i].latencyMicros = response.elapsedMicros
+                attempts[i].acknowledgedWallMicros = Clocks.wallMicros()
             }
-            do {
-                try outbox.markDelivered(id: entry.id)
-            } catch {
-                // Delivered but not marked: it will be sent again and the receiver deduplicates.
-                log.error("outbox.mark_delivered_failed", [("event.id", entry.id), ("error", error.description)])
-            }
-            let latency = Clocks.monotonicMicros() - started
-            let now = Clocks.wallMicros()
+        }
+        busySince.withLock { $0 = nil }
+        return attempts
+    }
+
+    /// Writes the window's outcomes in one transaction, schedules the retries, then counts and logs.
+    private func settle(_ attempts: [Attempt], backoff: FullJitterBackoff, rng: inout SystemRandomNumberGenerator) {
+        var delays: [String: Int] = [:]
+        var failed: [(id: String, error: String, nextAttemptAtMs: Int64)] = []
+        let nowMono = Clocks.monotonicMicros()
+        let nowWallMs = Clocks.wallMicros() / 1000
+        func scheduleRetry(_ a: Attempt) {
+            var delayMs = backoff.delay(attempt: a.entry.attempts, random: &rng)
+            if let asked = a.retryAfterMillis { delayMs = max(delayMs, min(asked, 3_600_000)) }
+            delays[a.entry.id] = delayMs
+            notBefore[a.entry.id] = nowMono + Int64(delayMs) * 1000
+            failed.append((a.entry.id, a.message.isEmpty ? (status.snapshot.lastError ?? "unknown") : a.message, nowWallMs + Int64(delayMs)))
+        }
+        for a in attempts where a.outcome == .retry { scheduleRetry(a) }
+        let delivered = attempts.filter { $0.outcome == .delivered }
+        let parked = attempts.filter { $0.outcome == .parked }
+        for a in delivered + parked { notBefore[a.entry.id] = nil }
+        var parkedStored = true
+        do {
+            try outbox.settle(delivered: delivered.map(\.entry.id), failed: failed, dead: parked.map { ($0.entry.id, $0.message) })
+        } catch {
+            log.error("outbox.write_failed", [("error", error.description)])
+            // Delivered but not marked: they will be sent again and the receiver deduplicates.
+            for a in delivered { log.error("outbox.mark_delivered_failed", [("event.id", a.entry.id), ("error", error.description)]) }
+            // Not parked after all: tried again after a backoff.
+            parkedStored = false
+            for a in parked { scheduleRetry(a) }
+        }
+        if let last = delivered.last {
             status.withLock {
-                $0.delivered += 1
-                $0.lastSuccessWallMicros = now
-                $0.lastLatencyMicros = latency
-                $0.deliveredLatency.observe(Double(max(0, now / 1000 - entry.createdAtMs)) / 1000)
+                $0.delivered += delivered.count
+                $0.lastSuccessWallMicros = last.acknowledgedWallMicros
+                $0.lastLatencyMicros = last.latencyMicros
+                for a in delivered {
+                    $0.deliveredLatency.observe(Double(max(0, a.acknowledgedWallMicros / 1000 - a.entry.createdAtMs)) / 1000)
+                }
             }
-            log.info("uplink.delivered", [("event.id", entry.id), ("sequence", String(entry.sequence)),
-                                          ("status", String(response.status)), ("latency_ms", String(latency / 1000))])
-            return .delivered
+        }
+        for a in attempts {
+            switch a.outcome {
+            case .delivered:
+                log.info("uplink.delivered", [("event.id", a.entry.id), ("sequence", String(a.entry.sequence)),
+                                              ("status", String(a.status)), ("latency_ms", String(a.latencyMicros / 1000))])
+            case .parked where parkedStored:
+                log.error("uplink.event_parked", [("event.id", a.entry.id), ("status", String(a.status)),
+                                                  ("hint", "the receiver refused it for good; see agentctl queue --dead, then agentctl queue retry or purge --dead")])
+            case .retry, .parked:
+                log.info("uplink.retry_scheduled", [("event.id", a.entry.id), ("attempt", String(a.entry.attempts + 1)),
+                                                    ("delay_ms", String(delays[a.entry.id] ?? 0))])
+            case .gone:
+                break
+            }
         }
     }
 

@@ -1,9 +1,3 @@
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
-import Crypto
 import DoorbellCore
 import Glibc
 
@@ -15,15 +9,15 @@ public struct KeyStoreError: Error, Sendable, CustomStringConvertible {
 }
 
 public enum DeviceKeyStore {
-    public static func loadOrCreate(path: String, log: Logger) throws(KeyStoreError) -> Curve25519.Signing.PrivateKey {
+    public static func loadOrCreate(path: String, log: Logger) throws(KeyStoreError) -> Ed25519SigningKey {
         if let key = try load(path: path) { return key }
-        let key = Curve25519.Signing.PrivateKey()
-        try write(key.rawRepresentation, to: path)
+        let key = Ed25519SigningKey()
+        try write(key.seed, to: path)
         log.notice("device_key.created", [("path", path), ("key_id", DeviceKey.keyID(key.publicKey))])
         return key
     }
 
-    public static func load(path: String) throws(KeyStoreError) -> Curve25519.Signing.PrivateKey? {
+    public static func load(path: String) throws(KeyStoreError) -> Ed25519SigningKey? {
         var st = stat()
         if stat(path, &st) != 0 {
             if errno == ENOENT { return nil }
@@ -32,21 +26,21 @@ public enum DeviceKeyStore {
         guard let bytes = readFile(path, maxBytes: 64) else {
             throw KeyStoreError(description: "cannot read device key \(path): \(errnoText()). The state directory must belong to the doorbell-agent user.")
         }
-        guard bytes.count == 32, let key = try? Curve25519.Signing.PrivateKey(rawRepresentation: bytes) else {
+        guard bytes.count == 32, let key = try? Ed25519SigningKey(seed: bytes) else {
             throw KeyStoreError(description: "device key \(path) is damaged (\(bytes.count) bytes, expected 32). Move it aside to make a new one, then enroll the new public key (agentctl pubkey).")
         }
         if st.st_mode & 0o077 != 0 { chmod(path, 0o600) }
         return key
     }
 
-    static func write(_ bytes: some DataProtocol, to path: String) throws(KeyStoreError) {
+    static func write(_ bytes: [UInt8], to path: String) throws(KeyStoreError) {
         let tmp = path + ".tmp"
         unlink(tmp)
         let fd = retryingEINTR { open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600) }
         guard fd >= 0 else {
             throw KeyStoreError(description: "cannot create device key \(path): \(errnoText()). Check that the state directory exists and is writable by the doorbell-agent user.")
         }
-        let data = Array(bytes)
+        let data = bytes
         let written = data.withUnsafeBytes { buf in retryingEINTR { Glibc.write(fd, buf.baseAddress, buf.count) } }
         let synced = fsync(fd) == 0
         close(fd)
@@ -60,7 +54,7 @@ public enum DeviceKeyStore {
         if dfd >= 0 { fsync(dfd); close(dfd) }
     }
 
-    public static func publicKeyBase64(_ key: Curve25519.Signing.PublicKey) -> String {
-        key.rawRepresentation.base64EncodedString()
+    public static func publicKeyBase64(_ publicKey: [UInt8]) -> String {
+        Base64.encode(publicKey)
     }
 }

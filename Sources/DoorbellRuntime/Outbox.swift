@@ -37,6 +37,28 @@ public struct OutboxAppendResult: Sendable {
     public let report: OutboxEntry?
 }
 
+/// An event to append; its body is made once its sequence is known.
+public struct OutboxNewEvent {
+    public var id: String
+    public var type: String
+    public var createdAtMs: Int64
+    public var makeBody: (Int64) -> [UInt8]
+    public init(id: String, type: String, createdAtMs: Int64, makeBody: @escaping (Int64) -> [UInt8]) {
+        self.id = id
+        self.type = type
+        self.createdAtMs = createdAtMs
+        self.makeBody = makeBody
+    }
+}
+
+public struct OutboxBatchResult: Sendable {
+    /// In the order given, with consecutive sequences.
+    public let entries: [OutboxEntry]
+    /// Events removed to stay within bounds (may include some of `entries`).
+    public let evicted: [EvictedEvent]
+    public let report: OutboxEntry?
+}
+
 public struct OutboxStats: Sendable, Equatable {
     public var depth: Int
     public var oldestCreatedAtMs: Int64?
@@ -84,6 +106,10 @@ public final class Outbox: @unchecked Sendable {
         }
         sqlite3_busy_timeout(handle, 5_000)
         do {
+            // Small pages: a commit rewrites whole pages (into the WAL, then the database), so
+            // 1 KiB pages write less than half what 4 KiB ones do per event on the SD card.
+            // Only a new file takes it; an existing outbox keeps its page size.
+            try exec("PRAGMA page_size=1024")
             try exec("PRAGMA journal_mode=WAL")
             try exec("PRAGMA synchronous=FULL")
             try migrate()
@@ -158,7 +184,7 @@ public final class Outbox: @unchecked Sendable {
 
     // MARK: - Operations
 
-    public func append(id: String, type: String, createdAtMs: Int64, makeBody: (Int64) -> [UInt8]) throws(OutboxError) -> OutboxEntry {
+    public func append(id: String, type: String, createdAtMs: Int64, makeBody: @escaping (Int64) -> [UInt8]) throws(OutboxError) -> OutboxEntry {
         try append(id: id, type: type, createdAtMs: createdAtMs, bounds: nil, report: nil, makeBody: makeBody).entry
     }
 
@@ -168,15 +194,30 @@ public final class Outbox: @unchecked Sendable {
     /// explain every gap in the sequence even across a power cut.
     public func append(id: String, type: String, createdAtMs: Int64, bounds: OutboxBounds?,
                        report: ((Int64, [EvictedEvent]) -> (id: String, type: String, body: [UInt8]))?,
-                       makeBody: (Int64) -> [UInt8]) throws(OutboxError) -> OutboxAppendResult {
-        try locked { () throws(OutboxError) -> OutboxAppendResult in
+                       makeBody: @escaping (Int64) -> [UInt8]) throws(OutboxError) -> OutboxAppendResult {
+        let batch = try append([OutboxNewEvent(id: id, type: type, createdAtMs: createdAtMs, makeBody: makeBody)], bounds: bounds, report: report)
+        return OutboxAppendResult(entry: batch.entries[0], evicted: batch.evicted, report: batch.report)
+    }
+
+    /// Group commit: several events (a burst from one radio read) in one transaction, so one
+    /// fsync and one set of page writes serve them all. Same eviction rules as one event.
+    public func append(_ events: [OutboxNewEvent], bounds: OutboxBounds?,
+                       report: ((Int64, [EvictedEvent]) -> (id: String, type: String, body: [UInt8]))?) throws(OutboxError) -> OutboxBatchResult {
+        try locked { () throws(OutboxError) -> OutboxBatchResult in
+            guard !events.isEmpty else { return OutboxBatchResult(entries: [], evicted: [], report: nil) }
             try exec("BEGIN IMMEDIATE")
             do throws(OutboxError) {
-                var sequence = (try queryInt("SELECT value FROM meta WHERE key = 'last_sequence'") ?? 0) + 1
-                let body = makeBody(sequence)
-                try run("INSERT INTO events (id, sequence, type, body, created_at_ms) VALUES (?, ?, ?, ?, ?)",
-                        [.text(id), .int(sequence), .text(type), .blob(body), .int(createdAtMs)])
-                let entry = OutboxEntry(id: id, sequence: sequence, type: type, body: body, createdAtMs: createdAtMs, attempts: 0, lastError: nil)
+                var sequence = try queryInt("SELECT value FROM meta WHERE key = 'last_sequence'") ?? 0
+                var entries: [OutboxEntry] = []
+                entries.reserveCapacity(events.count)
+                for event in events {
+                    sequence += 1
+                    let body = event.makeBody(sequence)
+                    try run("INSERT INTO events (id, sequence, type, body, created_at_ms) VALUES (?, ?, ?, ?, ?)",
+                            [.text(event.id), .int(sequence), .text(event.type), .blob(body), .int(event.createdAtMs)])
+                    entries.append(OutboxEntry(id: event.id, sequence: sequence, type: event.type, body: body, createdAtMs: event.createdAtMs,
+                                               attempts: 0, lastError: nil))
+                }
                 var evicted: [EvictedEvent] = []
                 if let bounds { evicted = try evict(to: bounds) }
                 var reportEntry: OutboxEntry?
@@ -185,6 +226,7 @@ public final class Outbox: @unchecked Sendable {
                     if let report {
                         sequence += 1
                         let r = report(sequence, evicted)
+                        let createdAtMs = events[events.count - 1].createdAtMs
                         try run("INSERT INTO events (id, sequence, type, body, created_at_ms) VALUES (?, ?, ?, ?, ?)",
                                 [.text(r.id), .int(sequence), .text(r.type), .blob(r.body), .int(createdAtMs)])
                         reportEntry = OutboxEntry(id: r.id, sequence: sequence, type: r.type, body: r.body, createdAtMs: createdAtMs, attempts: 0, lastError: nil)
@@ -192,7 +234,7 @@ public final class Outbox: @unchecked Sendable {
                 }
                 try run("UPDATE meta SET value = ? WHERE key = 'last_sequence'", [.int(sequence)])
                 try exec("COMMIT")
-                return OutboxAppendResult(entry: entry, evicted: evicted, report: reportEntry)
+                return OutboxBatchResult(entries: entries, evicted: evicted, report: reportEntry)
             } catch {
                 try? exec("ROLLBACK")
                 throw error
@@ -259,6 +301,52 @@ public final class Outbox: @unchecked Sendable {
             do throws(OutboxError) {
                 try run("DELETE FROM events WHERE id = ?", [.text(id)])
                 if sqlite3_changes(db) > 0 { try run("UPDATE meta SET value = value + 1 WHERE key = 'delivered'", []) }
+                try exec("COMMIT")
+            } catch {
+                try? exec("ROLLBACK")
+                throw error
+            }
+        }
+    }
+
+    /// What became of a window of deliveries: acknowledged rows leave, refused ones are parked,
+    /// failed ones count an attempt — all in one transaction (one fsync, shared page writes).
+    /// A power cut before the commit sends the acknowledged ones again; receivers deduplicate.
+    public func settle(delivered: [String], failed: [(id: String, error: String, nextAttemptAtMs: Int64)] = [],
+                       dead: [(id: String, error: String)] = []) throws(OutboxError) {
+        guard !delivered.isEmpty || !failed.isEmpty || !dead.isEmpty else { return }
+        try locked { () throws(OutboxError) in
+            try exec("BEGIN IMMEDIATE")
+            do throws(OutboxError) {
+                var removed: Int64 = 0
+                for id in delivered {
+                    try run("DELETE FROM events WHERE id = ?", [.text(id)])
+                    removed += Int64(sqlite3_changes(db))
+                }
+                if removed > 0 { try run("UPDATE meta SET value = value + ? WHERE key = 'delivered'", [.int(removed)]) }
+                for f in failed {
+                    try run("UPDATE events SET attempts = attempts + 1, last_error = ?, next_attempt_at_ms = ? WHERE id = ?",
+                            [.text(String(f.error.prefix(500))), .int(f.nextAttemptAtMs), .text(f.id)])
+                }
+                for d in dead {
+                    try run("UPDATE events SET dead = 1, attempts = attempts + 1, last_error = ? WHERE id = ?",
+                            [.text(String(d.error.prefix(500))), .text(d.id)])
+                }
+                try exec("COMMIT")
+            } catch {
+                try? exec("ROLLBACK")
+                throw error
+            }
+        }
+    }
+
+    /// Rewrites the bodies of several events before their first delivery (clock correction), in one transaction.
+    public func replaceBodies(_ bodies: [(id: String, body: [UInt8])]) throws(OutboxError) {
+        guard !bodies.isEmpty else { return }
+        try locked { () throws(OutboxError) in
+            try exec("BEGIN IMMEDIATE")
+            do throws(OutboxError) {
+                for b in bodies { try run("UPDATE events SET body = ? WHERE id = ?", [.blob(b.body), .text(b.id)]) }
                 try exec("COMMIT")
             } catch {
                 try? exec("ROLLBACK")

@@ -215,7 +215,7 @@ extension AgentctlCommand {
                     // The BLE pipeline writes the whole snippet (a [[device]] or a [[region]]).
                     print((t["match"]?.stringValue ?? "").split(separator: "\n").map { "    " + $0 }.joined(separator: "\n"))
                 } else if t["device"] == .null {
-                    print("    [[device]]\n    id = \"rf-\(id.replacingOccurrences(of: "=", with: "-").replacingOccurrences(of: ",", with: "-"))\"\n    name = \"...\"\n    radio = \"\(radio)\"\n    match = \(t["match"]?.stringValue ?? "{ }")")
+                    print("    [[device]]\n    id = \"rf-\(String(id.map { $0 == "=" || $0 == "," ? "-" : $0 }))\"\n    name = \"...\"\n    radio = \"\(radio)\"\n    match = \(t["match"]?.stringValue ?? "{ }")")
                 }
             }
         }
@@ -327,7 +327,7 @@ extension AgentctlCommand {
                     throw ExitCode(78)
                 }
                 do {
-                    let cfg = try ConfigLoader.parse(text: String(decoding: bytes, as: UTF8.self), file: file,
+                    let cfg = try ConfigLoader.parse(bytes: bytes, file: file,
                                                      checks: ConfigFileChecks(isReadableFile: { isReadableFile($0) }))
                     print(json ? JSONWriter.string(.object([("ok", .bool(true)), ("gateway_id", .string(cfg.gatewayID)), ("devices", .number(Double(cfg.devices.count)))]))
                                : "\(file): OK — gateway \(cfg.gatewayID), \(cfg.devices.count) device(s)")

@@ -21,7 +21,7 @@ func loadConfig(_ path: String) throws -> AgentConfig {
         throw ExitCode(78)
     }
     do {
-        return try ConfigLoader.parse(text: String(decoding: bytes, as: UTF8.self), file: path,
+        return try ConfigLoader.parse(bytes: bytes, file: path,
                                       checks: ConfigFileChecks(isReadableFile: { isReadableFile($0) }))
     } catch {
         printError(error.description)

@@ -167,8 +167,8 @@ struct Bench {
              "same corpus, AD walk + iBeacon + BTHome (incl. AES-CCM) decoders only, one core (\(decoded / rounds) decoded per round)")
         var corpus = ""
         for a in adverts {
-            func hex(_ b: [UInt8]) -> String { b.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined() }
-            let addr = a.address.map { ($0 < 16 ? "0" : "") + String($0, radix: 16, uppercase: true) }.joined(separator: ":")
+            func hex(_ b: [UInt8]) -> String { Hex.encode(b) }
+            let addr = Hex.encode(a.address, uppercase: true, separator: UInt8(ascii: ":"))
             corpus += "{\"address\":\"\(addr)\",\"data_hex\":\"\(hex(a.data))\"" + (a.key.map { ",\"bindkey_hex\":\"\(hex($0))\"" } ?? "") + "}\n"
         }
         _ = try? writeSmallFile(dir + "/ble-corpus.jsonl", corpus)
@@ -199,7 +199,27 @@ struct Bench {
         latencies.sort()
         emit("durable_append_p50", Double(latencies[n / 2]) / 1000, "ms", "frame → event committed (one SQLite transaction, WAL, synchronous=FULL), \(n) events, \(dir)")
         emit("durable_append_p99", Double(latencies[n * 99 / 100]) / 1000, "ms", "same run, 99th percentile")
-        emit("storage_bytes_per_event", Double(written) / Double(n), "bytes", "/proc/self/io write_bytes over \(n) appends (body ≈ \(event.body(id: "x", sequence: 1, gatewayID: "gw-bench", agentVersion: "0.1.0").count) B)")
+        emit("storage_bytes_per_event", Double(written) / Double(n), "bytes", "/proc/self/io write_bytes over \(n) appends (body ≈ \(event.body(id: "x", sequence: 1, gatewayID: "gw-bench", agentVersion: "0.1.0").count) B), one transaction each")
+        // Group commit: a burst (the reports of one radio read) is one transaction.
+        for burst in [10, 50] {
+            let ioBefore = writeBytes()
+            var commits: [Int64] = []
+            for _ in 0..<(n / burst) {
+                let batch = (0..<burst).map { _ -> OutboxNewEvent in
+                    let id = UUIDv7.make(unixMillis: Clocks.wallMicros() / 1000, random: &rng)
+                    return OutboxNewEvent(id: id, type: event.type.rawValue, createdAtMs: 0) { seq in
+                        event.body(id: id, sequence: seq, gatewayID: "gw-bench", agentVersion: AgentVersion.current)
+                    }
+                }
+                let t0 = Clocks.monotonicMicros()
+                _ = try? outbox.append(batch, bounds: nil, report: nil)
+                commits.append(Clocks.monotonicMicros() - t0)
+            }
+            let written = writeBytes() - ioBefore
+            commits.sort()
+            emit("storage_bytes_per_event_burst\(burst)", Double(written) / Double(n), "bytes",
+                 "same, group commit: \(n) events in bursts of \(burst), one transaction per burst (p50 commit \(Double(commits[commits.count / 2]) / 1000) ms)")
+        }
         outbox.close()
     }
 

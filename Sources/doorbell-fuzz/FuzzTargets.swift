@@ -8,17 +8,22 @@ import DoorbellCore
 //   crash found so far), which `make test` does as a regression test.
 
 enum FuzzTarget: String, CaseIterable {
-    static let bleButton: DeviceConfig = {
-        var d = DeviceConfig(id: "btn", name: "Button", radio: "ble", match: RTL433Match(fields: [("address", .text("C0:11:22:33:44:02"))]))
-        d.bindkey = nil
-        return d
-    }()
+    static let bleButton = DeviceConfig(id: "btn", name: "Button", radio: "ble", match: RTL433Match(fields: [("address", .text("C0:11:22:33:44:02"))]))
     static let region = BeaconRegion(id: "r", name: "r", uuid: [0xE2, 0xC5, 0x6D, 0xB5, 0xDF, 0xFB, 0x48, 0xD2, 0xB0, 0x60, 0xD0, 0xF5, 0xA7, 0x10, 0x96, 0xE0])
 
-    case json, rtl433, config, control, pulses, ooktext, vcd, hci, ad, bthome
+    case json, rtl433, config, control, pulses, ooktext, vcd, hci, ad, bthome, secret
 
     func run(_ bytes: [UInt8]) {
         switch self {
+        case .secret:
+            // The whsec_ file and base64 in general: whatever decodes is canonical.
+            let text = String(decoding: bytes, as: UTF8.self)
+            if let decoded = Base64.decode(text) {
+                precondition(Base64.encode(decoded) == text, "base64 accepted a non-canonical text")
+            }
+            if let secret = try? WebhookSecret(parsing: text) {
+                precondition(secret.keyBytes.count >= 16, "a short secret was accepted")
+            }
         case .json:
             if let v = try? JSONReader.parse(bytes: bytes) {
                 // What we write we must read back the same.
@@ -102,7 +107,7 @@ enum FuzzTarget: String, CaseIterable {
             }
             _ = try? BTHomeDecoder.decode(bytes, address: [0xC0, 0x11, 0x22, 0x33, 0x44, 0x03], bindkey: nil)
         case .config:
-            _ = try? ConfigLoader.parse(text: String(decoding: bytes, as: UTF8.self), file: "fuzz.toml")
+            _ = try? ConfigLoader.parse(bytes: bytes, file: "fuzz.toml")
         case .control:
             // The control socket's request parsing and dispatch keys, without a socket.
             if let request = try? JSONReader.parse(bytes: bytes) {

@@ -59,6 +59,28 @@ struct BLEDecoderTests {
         #expect(pipeline.counters.bthome == 3)
     }
 
+    @Test func theHeardListStaysBoundedAndKeepsTheNewest() throws {
+        // iBeacons from 1,000 rotating random addresses, as a busy street sends them.
+        var pipeline = BLEPipeline(devices: [], regions: [])
+        let ibeacon: [UInt8] = [0x02, 0x01, 0x06, 0x1A, 0xFF, 0x4C, 0x00, 0x02, 0x15] + [UInt8](repeating: 0xE2, count: 16) + [0, 1, 0, 2, 0xC5]
+        var last: [UInt8] = []
+        for i in 0..<1_000 {
+            last = [0x40, 0, 0, 0, UInt8(i >> 8), UInt8(i & 0xFF)]
+            let params: [UInt8] = [0x02, 0x01, 0x03, 0x01] + last.reversed() + [UInt8(ibeacon.count)] + ibeacon + [0xC4]
+            guard case let .advertisingReports(reports)? = HCIEvent.parse([0x3E, UInt8(params.count)] + params) else {
+                Issue.record("the test's report does not parse")
+                return
+            }
+            let t = Int64(i) * 1_000
+            for r in reports { _ = pipeline.handle(report: r, at: ReceiveTime(monoMicros: t, wallMicros: t, clockSynced: true)) }
+            #expect(pipeline.heard.count <= BLEPipeline.maxHeard)
+        }
+        let newest = try #require(pipeline.heard.values.max { $0.lastSeenWallMicros < $1.lastSeenWallMicros })
+        #expect(newest.addressBytes == last && newest.address == "40:00:00:00:03:E7")
+        #expect(newest.identity == "E2E2E2E2-E2E2-E2E2-E2E2-E2E2E2E2E2E2/1/2")
+        #expect(newest.snippet.contains("major = 1\nminor = 2"))
+    }
+
     @Test func aesCCMMatchesRFC3610PacketVector1() throws {
         let key = Array(UInt8(0xC0)...UInt8(0xCF))
         let nonce = hexBytes("00000003020100A0A1A2A3A4A5")

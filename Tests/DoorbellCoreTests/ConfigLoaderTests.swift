@@ -135,9 +135,9 @@ import Testing
         Case(name: "own beacon without major", toml: "gateway_id = \"gw\"\n[radio.ble]\ntransport = \"hci\"\n[beacon]\nuuid = \"E2C56DB5-DFFB-48D2-B060-D0F5A71096E0\"\nminor = 1\n",
              expected: "beacon.major: is required"),
         Case(name: "non-ASCII table name", toml: "gateway_id = \"gw\"\n# Réglages: comments may say anything\nname = \"Entrée\"\n[région]\n",
-             expected: "agent.toml:4:3: not valid TOML: a non-ASCII character outside a string or comment"),
+             expected: "agent.toml:4:3: not valid TOML: a non-ASCII character ('é') cannot be part of a bare key; bare keys are ASCII letters, digits, '-' and '_': quote the key (\"région\")"),
         Case(name: "invalid UTF-8 in a table name", toml: "gateway_id = \"gw\"\n[[\u{FFFD}]]\n",
-             expected: "agent.toml:2:3: not valid TOML: a non-ASCII character"),
+             expected: "agent.toml:2:3: not valid TOML: a non-ASCII character ('\u{FFFD}') (U+FFFD usually means the file was not saved as UTF-8)"),
         Case(name: "table name starting with #", toml: "gateway_id = \"gw\"\n[[# devices]]\n",
              expected: "agent.toml:2:3: not valid TOML: a [table] name must start with a letter, digit"),
         Case(name: "table name starting with =", toml: "gateway_id = \"gw\"\n  [ =log]\n",
@@ -236,8 +236,49 @@ import Testing
         let c = try ConfigLoader.parse(text: text, file: "a.toml")
         #expect(c.rtl433?.args == ["-d", "0"])
         #expect(c.devices.first?.id == "a")
-        #expect(ConfigLoader.badTableHeaderStart("x = [\n  [1, 2],\n  [{ a = 1 }],\n]\n[t]\n") == nil)
-        #expect(ConfigLoader.badTableHeaderStart("s = '''\n[#not a header\n'''\n[ok]\n") == nil)
+        #expect(try TOMLReader.parse("x = [\n  [1, 2],\n  [{ a = 1 }],\n]\n[t]\n") == .table([
+            ("x", .array([.array([.int(1), .int(2)]), .array([.table([("a", .int(1))])])])), ("t", .table([])),
+        ]))
+        #expect(try TOMLReader.parse("s = '''\n[#not a header\n'''\n[ok]\n") == .table([("s", .string("[#not a header\n")), ("ok", .table([]))]))
+    }
+
+    @Test func bytesThatAreNotUTF8AreReportedWhereTheyAre() {
+        // Read as bytes, a Latin-1 "é" (0xE9) is an error at its place, not a silent U+FFFD.
+        let bytes = Array("gateway_id = \"gw\"\n[log]\nlevel = \"".utf8) + [0xE9] + Array("\"\n".utf8)
+        do {
+            _ = try ConfigLoader.parse(bytes: bytes, file: "agent.toml")
+            Issue.record("expected an error")
+        } catch {
+            #expect(error.description == "agent.toml:3:10: not valid TOML: invalid UTF-8 (byte 0xE9); TOML files must be UTF-8: re-save the file as UTF-8")
+        }
+    }
+
+    @Test func syntaxErrorsSayWhatToWrite() {
+        let cases: [(String, String)] = [
+            ("gateway_id = \"gw\"\n[uplink]\nurl \"https://x/events\"\n", "agent.toml:3:5: not valid TOML: expected '=' after key `url`, found '\"'"),
+            ("gateway_id = \"gw\"\n[log]\nlevel = \"info\"\nlevel = \"debug\"\n", "agent.toml:4:1: not valid TOML: duplicate key `level` (first defined on line 3)"),
+            ("gateway_id = \"gw\nx = 1\n", "agent.toml:1:14: not valid TOML: unterminated string; close it with \" before the end of the line"),
+            ("gateway_id = \"gw\"\n[log]\n[log]\n", "agent.toml:3:2: not valid TOML: table [log] is defined twice (first on line 2)"),
+        ]
+        for (toml, expected) in cases {
+            do {
+                _ = try ConfigLoader.parse(text: toml, file: "agent.toml")
+                Issue.record("expected an error for \(toml)")
+            } catch {
+                #expect(error.issues.count == 1)
+                #expect(error.description.hasPrefix(expected), "\(error.description)")
+            }
+        }
+    }
+
+    @Test func aDateWhereAStringBelongsIsAWrongType() {
+        // Datetimes parse (the file is valid TOML) and then get the loader's type message.
+        do {
+            _ = try ConfigLoader.parse(text: "gateway_id = 1979-05-27T07:32:00Z\n", file: "agent.toml")
+            Issue.record("expected an error")
+        } catch {
+            #expect(error.description == "agent.toml:1:1: gateway_id: must be a string, found a date-time; e.g. gateway_id = \"...\"")
+        }
     }
 
     @Test func missingFilesAreReported() {

@@ -118,6 +118,51 @@ final class HTTPSClientTests: XCTestCase {
         XCTAssertEqual(versions, ["2", "2"])
     }
 
+    func testAWindowOfRequestsIsInFlightAtOnceOnOneHTTP2Connection() throws {
+        let python = Paths.repoRoot + "/.venv/bin/python"
+        guard FileManager.default.isExecutableFile(atPath: python) else {
+            throw XCTSkip("SKIPPED: .venv missing (scripts/venv.sh, run by make test, installs hypercorn)")
+        }
+        // The first request goes alone (the client learns that the connection multiplexes), then the
+        // other 4 together: the server holds its answers until 4 are in flight (bounded by --gather-seconds).
+        let (h2, h2Port) = try startHelper(python, "h2_test_server.py", ["--cert", dir.file("pki/server.pem"), "--key", dir.file("pki/server.key"),
+                                                                         "--log", dir.file("h2.jsonl"), "--gather", "4", "--gather-seconds", "20",
+                                                                         "--answers", "3:503"], name: "h2")
+        defer { h2.stop() }
+        port = h2Port
+        let c = try client()
+        let window = (1...5).map { HTTPRequest(body: Array("{\"sequence\":\($0)}".utf8), headers: [("Content-Type", "application/json")]) }
+        for round in 0..<2 {
+            var statuses = [Int](repeating: 0, count: window.count)
+            c.send(window) { i, r in
+                if case let .success(response) = r { statuses[i] = response.status } else { statuses[i] = -1 }
+            }
+            XCTAssertEqual(statuses, round == 0 ? [200, 200, 503, 200, 200] : [200, 200, 200, 200, 200], "each answer reaches its own request")
+        }
+        XCTAssertTrue(c.multiplexing)
+        let log = ((try? String(contentsOfFile: dir.file("h2.jsonl"), encoding: .utf8)) ?? "").split(separator: "\n")
+            .compactMap { try? JSONReader.parse(String($0)) }
+        XCTAssertEqual(log.count, 10)
+        XCTAssertEqual(Set(log.compactMap { $0["http_version"]?.stringValue }), ["2"])
+        XCTAssertEqual(Set(log.compactMap { $0["connection"]?.intValue }).count, 1, "both windows on one connection")
+        XCTAssertEqual(log.prefix(5).compactMap { $0["in_flight"]?.intValue }.max(), 4, "the rest of the first window at once")
+        XCTAssertEqual(log.suffix(5).compactMap { $0["in_flight"]?.intValue }.max(), 5, "the whole second window at once")
+    }
+
+    func testAWindowGoesOneAtATimeInOrderOverHTTP1() throws {
+        try startServer(script: "200,500,200")
+        let c = try client()
+        var statuses = [Int](repeating: 0, count: 3)
+        let window = (0..<3).map { HTTPRequest(body: Array("{\"n\":\($0)}".utf8), headers: []) }
+        c.send(window) { i, r in
+            if case let .success(response) = r { statuses[i] = response.status } else { statuses[i] = -1 }
+        }
+        XCTAssertEqual(statuses, [200, 500, 200], "answered in the order sent")
+        XCTAssertFalse(c.multiplexing)
+        XCTAssertEqual(requests.compactMap { $0["body"]?.stringValue }, ["{\"n\":0}", "{\"n\":1}", "{\"n\":2}"])
+        XCTAssertEqual(Set(requests.compactMap { $0["connection"]?.intValue }), [1])
+    }
+
     func testProxyIsUsedWhenConfigured() throws {
         try startServer(script: "200")
         let (proxy, proxyPort) = try startHelper("/usr/bin/python3", "connect_proxy.py", ["--log", dir.file("proxy.jsonl")], name: "proxy")

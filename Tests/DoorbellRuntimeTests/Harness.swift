@@ -1,4 +1,3 @@
-import Crypto
 import DoorbellCore
 import Foundation
 import XCTest
@@ -143,9 +142,9 @@ final class CloudFixture {
         // receiver can be given the public half, as enrollment would.
         stateDir = dir.file("state")
         try FileManager.default.createDirectory(atPath: stateDir, withIntermediateDirectories: true)
-        let key = Curve25519.Signing.PrivateKey()
-        FileManager.default.createFile(atPath: stateDir + "/device.key", contents: key.rawRepresentation, attributes: [.posixPermissions: 0o600])
-        publicKeyFile = try dir.write("gateway.pub", "ed25519:" + key.publicKey.rawRepresentation.base64EncodedString() + "\n")
+        let key = Ed25519SigningKey()
+        FileManager.default.createFile(atPath: stateDir + "/device.key", contents: Data(key.seed), attributes: [.posixPermissions: 0o600])
+        publicKeyFile = try dir.write("gateway.pub", "ed25519:" + Base64.encode(key.publicKey) + "\n")
     }
 
     func start(port requested: Int = 0) throws {

@@ -62,6 +62,93 @@ final class OutboxTests: XCTestCase {
         XCTAssertEqual(try outbox.append(id: "other", type: "t", createdAtMs: 0) { _ in [] }.sequence, 2)
     }
 
+    func testGroupCommitStoresABurstTogetherOrNotAtAll() throws {
+        let dir = try TempDir()
+        let path = dir.file("outbox.sqlite")
+        let outbox = try Outbox(path: path)
+        _ = try outbox.append(id: "before", type: "t", createdAtMs: 0) { self.body($0) }
+        let burst = (0..<5).map { i in OutboxNewEvent(id: "b\(i)", type: "beacon.entered", createdAtMs: 10) { self.body($0) } }
+        let result = try outbox.append(burst, bounds: nil, report: nil)
+        XCTAssertEqual(result.entries.map(\.sequence), [2, 3, 4, 5, 6])
+        XCTAssertEqual(result.entries.map(\.body), (2...6).map { body(Int64($0)) })
+        // One transaction: a bad event in the middle (a duplicate id) leaves none of the burst.
+        let bad = [OutboxNewEvent(id: "c0", type: "t", createdAtMs: 0) { _ in [] },
+                   OutboxNewEvent(id: "b2", type: "t", createdAtMs: 0) { _ in [] },
+                   OutboxNewEvent(id: "c2", type: "t", createdAtMs: 0) { _ in [] }]
+        XCTAssertThrowsError(try outbox.append(bad, bounds: nil, report: nil))
+        outbox.close()
+        let reopened = try Outbox(path: path)
+        XCTAssertEqual(try reopened.pending(limit: 20).map(\.id), ["before", "b0", "b1", "b2", "b3", "b4"])
+        XCTAssertEqual(try reopened.stats().lastSequence, 6)
+    }
+
+    func testABurstOverTheBoundsEvictsOnceWithOneReport() throws {
+        let dir = try TempDir()
+        let outbox = try Outbox(path: dir.file("outbox.sqlite"))
+        let burst = (0..<6).map { i in OutboxNewEvent(id: "p\(i)", type: "beacon.entered", createdAtMs: Int64(i)) { _ in [1] } }
+        var reports = 0
+        let result = try outbox.append(burst, bounds: OutboxBounds(maxEvents: 4, maxBytes: 1 << 20)) { sequence, evicted in
+            reports += 1
+            return ("r", "gateway.evicted", Array("\(sequence):\(evicted.map(\.sequence))".utf8))
+        }
+        XCTAssertEqual(reports, 1)
+        XCTAssertEqual(result.evicted.map(\.sequence), [1, 2])
+        XCTAssertEqual(result.report?.sequence, 7)
+        XCTAssertEqual(try outbox.pending(limit: 10).map(\.id), ["p2", "p3", "p4", "p5", "r"])
+    }
+
+    func testSettleWritesAWindowsOutcomesTogether() throws {
+        let dir = try TempDir()
+        let path = dir.file("outbox.sqlite")
+        let outbox = try Outbox(path: path)
+        for i in 0..<5 { _ = try outbox.append(id: "w\(i)", type: "doorbell.pressed", createdAtMs: Int64(i)) { self.body($0) } }
+        try outbox.replaceBodies([(id: "w3", body: [7, 7]), (id: "w4", body: [8])])
+        try outbox.settle(delivered: ["w0", "w2", "no-such-id"], failed: [(id: "w1", error: "HTTP 500", nextAttemptAtMs: 42)],
+                          dead: [(id: "w3", error: "receiver answered HTTP 400")])
+        outbox.close()
+        let reopened = try Outbox(path: path)
+        let pending = try reopened.pending(limit: 10)
+        XCTAssertEqual(pending.map(\.id), ["w1", "w4"])
+        XCTAssertEqual(pending.map(\.attempts), [1, 0])
+        XCTAssertEqual(pending.first?.lastError, "HTTP 500")
+        XCTAssertEqual(pending.last?.body, [8])
+        let dead = try reopened.deadLetters(limit: 10)
+        XCTAssertEqual(dead.map(\.id), ["w3"])
+        XCTAssertEqual(dead.first?.body, [7, 7])
+        let stats = try reopened.stats()
+        XCTAssertEqual([stats.depth, stats.dead, Int(stats.lastSequence)], [2, 1, 5])
+    }
+
+    func pageSize(_ path: String) -> Int32 {
+        var db: OpaquePointer?
+        guard sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, nil) == SQLITE_OK else { return -1 }
+        defer { sqlite3_close(db) }
+        var statement: OpaquePointer?
+        guard sqlite3_prepare_v2(db, "PRAGMA page_size", -1, &statement, nil) == SQLITE_OK else { return -1 }
+        defer { sqlite3_finalize(statement) }
+        return sqlite3_step(statement) == SQLITE_ROW ? sqlite3_column_int(statement, 0) : -1
+    }
+
+    func testANewOutboxUsesSmallPagesAndAnOldOneKeepsItsOwn() throws {
+        let dir = try TempDir()
+        let fresh = dir.file("new.sqlite")
+        let outbox = try Outbox(path: fresh)
+        _ = try outbox.append(id: "a", type: "t", createdAtMs: 0) { self.body($0) }
+        outbox.close()
+        XCTAssertEqual(pageSize(fresh), 1024)
+        // A file made before the change (4 KiB pages) opens, migrates and works as it is.
+        let old = dir.file("old.sqlite")
+        var db: OpaquePointer?
+        XCTAssertEqual(sqlite3_open_v2(old, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nil), SQLITE_OK)
+        XCTAssertEqual(sqlite3_exec(db, "PRAGMA page_size=4096; CREATE TABLE unrelated (x INTEGER)", nil, nil, nil), SQLITE_OK)
+        sqlite3_close(db)
+        let reopened = try Outbox(path: old)
+        _ = try reopened.append(id: "b", type: "t", createdAtMs: 0) { self.body($0) }
+        XCTAssertEqual(try reopened.pending(limit: 5).map(\.id), ["b"])
+        reopened.close()
+        XCTAssertEqual(pageSize(old), 4096)
+    }
+
     func testGarbageFileIsReportedAsCorruptWithWhatToDo() throws {
         let dir = try TempDir()
         let path = try dir.write("outbox.sqlite", String(repeating: "this is not a database ", count: 200))

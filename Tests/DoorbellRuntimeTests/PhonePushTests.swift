@@ -1,5 +1,4 @@
 import CCurl
-import Crypto
 import DoorbellCore
 import Foundation
 import XCTest
@@ -27,9 +26,10 @@ final class PhonePushTests: XCTestCase {
         // The APNs side: an ES256 key (the cloud signs with the .p8, the server checks with the
         // public half) and a script: one of the owner's phones has uninstalled the app.
         let ownerLive = randomToken(), ownerDead = randomToken(), guestPhone = randomToken()
-        let apnsKey = P256.Signing.PrivateKey()
-        let p8 = try dir.write("AuthKey_\(Self.keyID).p8", apnsKey.pemRepresentation + "\n")
-        let apnsPublic = try dir.write("apns.pub.pem", apnsKey.publicKey.pemRepresentation + "\n")
+        // A .p8 is PKCS#8 PEM, which is what openssl genpkey writes.
+        let p8 = dir.file("AuthKey_\(Self.keyID).p8"), apnsPublic = dir.file("apns.pub.pem")
+        let keygen = try runCommand("/bin/sh", ["-c", "openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out '\(p8)' && openssl pkey -in '\(p8)' -pubout -out '\(apnsPublic)'"])
+        XCTAssertEqual(keygen.status, 0, keygen.stderr)
         let script = try dir.write("apns-script.json", """
         {"tokens": {"\(ownerDead)": [{"status": 410, "reason": "Unregistered", "timestamp_ms": "now"}]}, "default": {"status": 200}}
         """)

@@ -1,8 +1,17 @@
 #!/usr/bin/env python3
 """An HTTPS server that speaks HTTP/2 (hypercorn, ALPN h2 + http/1.1), for the uplink's tests.
 
-Answers every POST with 200 and logs one JSON line per request with the HTTP version the
-client negotiated. Writes {"port": N} to --ready-file once listening; exits after --max-seconds.
+Answers every POST with 200, or with the status --answers gives for the event's sequence (the
+first request for that sequence only; later ones get 200). Logs one JSON line per request: the
+HTTP version the client negotiated, the connection (client port), the event's sequence and id,
+the answer, and how many requests were in flight on the server when it arrived (`in_flight`).
+
+--gather N holds the answers to the requests after the first (which a client sends alone to
+learn whether the connection multiplexes) until N of them are in flight at once (or
+--gather-seconds pass): a client that sends them together sees them answered; one that sends
+one at a time waits out the timeout, and the log shows `in_flight` 1. No timing is asserted on.
+
+Writes {"port": N} to --ready-file once listening; exits after --max-seconds.
 """
 import argparse, asyncio, json, os, socket
 
@@ -15,22 +24,59 @@ p.add_argument("--key", required=True)
 p.add_argument("--log", required=True)
 p.add_argument("--ready-file", required=True)
 p.add_argument("--max-seconds", type=float, default=60)
+p.add_argument("--answers", default="", help="SEQUENCE:STATUS,... answered once each (e.g. 5:500,9:400)")
+p.add_argument("--gather", type=int, default=0, help="hold the first answers until this many requests are in flight")
+p.add_argument("--gather-seconds", type=float, default=10)
+p.add_argument("--h1-only", action="store_true", help="offer only http/1.1 by ALPN")
 args = p.parse_args()
+
+answers = {}
+for item in filter(None, args.answers.split(",")):
+    seq, status = item.split(":")
+    answers[int(seq)] = int(status)
+state = {"in_flight": 0, "gathering": args.gather > 0, "requests": 0}
+gathered = asyncio.Event()
 
 
 async def app(scope, receive, send):
+    if scope["type"] == "lifespan":
+        return
     if scope["type"] != "http":
         return
-    body = b""
-    while True:
-        message = await receive()
-        body += message.get("body", b"")
-        if not message.get("more_body"):
-            break
-    with open(args.log, "a") as f:
-        f.write(json.dumps({"http_version": scope["http_version"], "method": scope["method"], "bytes": len(body)}) + "\n")
-    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
-    await send({"type": "http.response.body", "body": b'{"status":"accepted"}'})
+    state["in_flight"] += 1
+    state["requests"] += 1
+    in_flight, first = state["in_flight"], state["requests"] == 1
+    try:
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        if state["gathering"] and not first:
+            if state["in_flight"] >= args.gather:
+                gathered.set()
+            try:
+                await asyncio.wait_for(gathered.wait(), args.gather_seconds)
+            except asyncio.TimeoutError:
+                pass
+            state["gathering"] = False
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        sequence, event_id = None, headers.get("webhook-id")
+        try:
+            sequence = json.loads(body).get("sequence")
+        except ValueError:
+            pass
+        status = answers.pop(sequence, 200) if sequence is not None else 200
+        with open(args.log, "a") as f:
+            f.write(json.dumps({"http_version": scope["http_version"], "method": scope["method"], "bytes": len(body),
+                                "connection": scope["client"][1] if scope.get("client") else None,
+                                "sequence": sequence, "id": event_id, "answer": status, "in_flight": in_flight}) + "\n")
+        payload = json.dumps({"status": status}).encode()
+        await send({"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": payload})
+    finally:
+        state["in_flight"] -= 1
 
 
 async def main():
@@ -41,7 +87,7 @@ async def main():
     config = Config()
     config.bind = [f"127.0.0.1:{port}"]
     config.certfile, config.keyfile = args.cert, args.key
-    config.alpn_protocols = ["h2", "http/1.1"]
+    config.alpn_protocols = ["http/1.1"] if args.h1_only else ["h2", "http/1.1"]
     config.accesslog = None
     config.errorlog = None
     shutdown = asyncio.Event()

@@ -2,17 +2,27 @@
 // (BTHome buttons by address, with their bindkeys) and beacon regions, then the trackers.
 // Pure: every call carries its receive time and whether the radio is healthy.
 
+/// What `agentctl scan` lists. Raw bytes are kept and the text is made when asked: with
+/// rotating random addresses, a busy street is a new advertiser every few reports.
 public struct HeardAdvertiser: Sendable, Equatable {
-    public var address: String
-    /// "ibeacon uuid/major/minor", "bthome", or "other".
+    public var addressBytes: [UInt8]
+    /// "ibeacon" or "bthome".
     public var kind: String
-    public var identity: String
+    /// The iBeacon it announces (kind "ibeacon").
+    public var beacon: IBeacon?
     public var adverts = 0
     public var rssi: Int8?
     public var lastSeenWallMicros: Int64
     public var deviceID: String?
+
+    public var address: String { Hex.encode(addressBytes, uppercase: true, separator: UInt8(ascii: ":")) }
+    /// "uuid/major/minor" for an iBeacon, the address otherwise.
+    public var identity: String { beacon.map { "\($0.uuidString)/\($0.major)/\($0.minor)" } ?? address }
     /// A ready-to-paste TOML snippet selecting it.
-    public var snippet: String
+    public var snippet: String {
+        if let b = beacon { return "[[region]]\nid = \"...\"\nuuid = \"\(b.uuidString)\"\nmajor = \(b.major)\nminor = \(b.minor)" }
+        return "[[device]]\nid = \"...\"\nradio = \"ble\"\nmatch = { address = \"\(address)\" }"
+    }
 }
 
 public struct BLEPipeline: Sendable {
@@ -75,18 +85,12 @@ public struct BLEPipeline: Sendable {
         if let beacon = IBeaconDecoder.decode(structures) {
             counters.ibeacons += 1
             let region = presence.regions.first { $0.matches(beacon) }?.id
-            note(key, report: report, kind: "ibeacon", time: time, deviceID: region) {
-                ("\(beacon.uuidString)/\(beacon.major)/\(beacon.minor)",
-                 "[[region]]\nid = \"...\"\nuuid = \"\(beacon.uuidString)\"\nmajor = \(beacon.major)\nminor = \(beacon.minor)")
-            }
+            note(key, report: report, kind: "ibeacon", beacon: beacon, time: time, deviceID: region)
             for o in presence.observe(beacon, rssi: rssi, at: time.monoMicros) { events.append(presenceEvent(o, time: time)) }
         } else if let serviceData = ADWalker.serviceData(structures, uuid16: BTHomeDecoder.uuid16) {
             counters.bthome += 1
             let config = device(key: key, report: report)
-            note(key, report: report, kind: "bthome", time: time, deviceID: config?.id) {
-                let address = report.addressString
-                return (address, "[[device]]\nid = \"...\"\nradio = \"ble\"\nmatch = { address = \"\(address)\" }")
-            }
+            note(key, report: report, kind: "bthome", beacon: nil, time: time, deviceID: config?.id)
             if let config { events += button(serviceData, report: report, config: config, time: time) }
         }
         events += presence.tick(at: time.monoMicros, radioHealthy: radioHealthy).map { presenceEvent($0, time: time) }
@@ -159,20 +163,22 @@ public struct BLEPipeline: Sendable {
         return e
     }
 
-    /// Counts an advert; the strings (identity, snippet) are made once, for a new advertiser.
-    mutating func note(_ key: UInt64, report: BLEAdvertisingReport, kind: String, time: ReceiveTime, deviceID: String?,
-                       describe: () -> (identity: String, snippet: String)) {
-        if heard[key] != nil {
-            heard[key]?.adverts += 1
-            if let rssi = report.rssi { heard[key]?.rssi = rssi }
-            heard[key]?.lastSeenWallMicros = time.wallMicros
+    /// Counts an advert; no text is made here (see HeardAdvertiser).
+    mutating func note(_ key: UInt64, report: BLEAdvertisingReport, kind: String, beacon: IBeacon?, time: ReceiveTime, deviceID: String?) {
+        if let i = heard.index(forKey: key) {
+            // One lookup, updated in place.
+            heard.values[i].adverts += 1
+            if let rssi = report.rssi { heard.values[i].rssi = rssi }
+            heard.values[i].lastSeenWallMicros = time.wallMicros
             return
         }
-        if heard.count >= Self.maxHeard, let oldest = heard.min(by: { $0.value.lastSeenWallMicros < $1.value.lastSeenWallMicros })?.key {
-            heard[oldest] = nil
+        if heard.count >= Self.maxHeard {
+            // The least recently heard quarter goes at once: one sort per maxHeard/4 new
+            // advertisers instead of a scan for each.
+            let stale = heard.map { ($0.key, $0.value.lastSeenWallMicros) }.sorted { $0.1 < $1.1 }.prefix(Self.maxHeard / 4)
+            for (k, _) in stale { heard[k] = nil }
         }
-        let d = describe()
-        heard[key] = HeardAdvertiser(address: report.addressString, kind: kind, identity: d.identity, adverts: 1, rssi: report.rssi,
-                                     lastSeenWallMicros: time.wallMicros, deviceID: deviceID, snippet: d.snippet)
+        heard[key] = HeardAdvertiser(addressBytes: report.address, kind: kind, beacon: beacon, adverts: 1, rssi: report.rssi,
+                                     lastSeenWallMicros: time.wallMicros, deviceID: deviceID)
     }
 }

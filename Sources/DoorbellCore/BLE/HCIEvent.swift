@@ -14,7 +14,7 @@ public struct BLEAdvertisingReport: Sendable, Equatable {
     public var extended: Bool
 
     public var addressString: String {
-        address.map { b in (b < 16 ? "0" : "") + String(b, radix: 16, uppercase: true) }.joined(separator: ":")
+        Hex.encode(address, uppercase: true, separator: UInt8(ascii: ":"))
     }
 
     public static func parse(address text: String) -> [UInt8]? {

@@ -19,10 +19,11 @@ public struct IBeacon: Sendable, Equatable, Hashable {
     /// `E2C56DB5-DFFB-48D2-B060-D0F5A71096E0`
     public var uuidString: String { IBeacon.format(uuid: uuid) }
 
+    private static let uuidDashes = [4, 6, 8, 10]
+
     public static func format(uuid: [UInt8]) -> String {
-        let hex = uuid.map { b in (b < 16 ? "0" : "") + String(b, radix: 16, uppercase: true) }
-        guard hex.count == 16 else { return hex.joined() }
-        return [hex[0..<4], hex[4..<6], hex[6..<8], hex[8..<10], hex[10..<16]].map { $0.joined() }.joined(separator: "-")
+        guard uuid.count == 16 else { return Hex.encode(uuid, uppercase: true) }
+        return Hex.encode(uuid, uppercase: true, separator: UInt8(ascii: "-"), groups: uuidDashes)
     }
 
     /// "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0" (dashes optional, any case) → 16 bytes.
