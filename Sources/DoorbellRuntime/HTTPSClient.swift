@@ -275,11 +275,26 @@ public final class HTTPSClient {
                 guard message.pointee.msg == CURLMSG_DONE,
                       let t = slots.first(where: { $0.handle == message.pointee.easy_handle && $0.index >= 0 }) else { continue }
                 let index = t.index
+                let wasMultiplexing = multiplexing
                 let result = finish(t, doorbell_curl_msg_result(message))
                 curl_multi_remove_handle(multi, t.handle)
                 t.index = -1
                 active -= 1
                 completed(index, result)
+                if wasMultiplexing, case let .failure(broken) = result, broken.code == .connectionReset {
+                    // The connection under the window is gone (a server closing it after a
+                    // GOAWAY, a reset): libcurl 7.88 can leave the other streams waiting out their
+                    // whole timeout, so they are failed now and retried on a new connection.
+                    for other in slots where other.index >= 0 {
+                        let i = other.index
+                        curl_multi_remove_handle(multi, other.handle)
+                        other.index = -1
+                        active -= 1
+                        completed(i, .failure(TransportError(code: .connectionReset, curlCode: broken.curlCode,
+                                                             message: "request to \(options.url) was not answered: the connection broke under it (\(broken.message))")))
+                    }
+                    multiplexing = false // the next window learns the new connection's protocol first
+                }
             }
             start()
             if active == 0 { break }

@@ -177,6 +177,23 @@ final class UplinkWindowTests: XCTestCase {
         XCTAssertTrue(dead.first?.lastError?.contains("HTTP 400") ?? false, "\(String(describing: dead.first?.lastError))")
     }
 
+    func testAConnectionClosedUnderAWindowMovesTheRestToANewOne() throws {
+        try prefill(40)
+        // hypercorn closes the connection after every 10th request, with streams of the window
+        // still open. With a 10-minute request timeout, waiting for those would outlast the bound below.
+        try startH2(["--max-requests", "10"])
+        let path = try config()
+        let text = try String(contentsOfFile: path, encoding: .utf8).replacingOccurrences(of: "request_timeout_ms = 5000", with: "request_timeout_ms = 600000")
+        XCTAssertTrue(text.contains("request_timeout_ms = 600000"))
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        agent = try startAgent(dir, config: path, socket: socket)
+        drained(40)
+        let acknowledged = requests.filter { answer($0) == "200" }
+        XCTAssertEqual(Set(acknowledged.compactMap(sequence)), Set((1...40).map { Int64($0) }), "every event acknowledged")
+        XCTAssertGreaterThan(Set(requests.compactMap { $0["connection"]?.intValue }).count, 1, "the server did close connections")
+        XCTAssertEqual(agentStatus(socket)?["outbox"]?["dead"]?.intValue, 0)
+    }
+
     // MARK: - HTTP/1.1: the same window, one request after the other
 
     func testHTTP1OnlyReceiverDrainsEverythingInOrderOnOneConnection() throws {

@@ -28,6 +28,9 @@ p.add_argument("--answers", default="", help="SEQUENCE:STATUS,... answered once 
 p.add_argument("--gather", type=int, default=0, help="hold the first answers until this many requests are in flight")
 p.add_argument("--gather-seconds", type=float, default=10)
 p.add_argument("--h1-only", action="store_true", help="offer only http/1.1 by ALPN")
+p.add_argument("--max-requests", type=int, default=1_000_000,
+               help="requests per connection before the server closes it (hypercorn's default, 1000, "
+                    "closes it with streams still unanswered)")
 args = p.parse_args()
 
 answers = {}
@@ -88,6 +91,7 @@ async def main():
     config.bind = [f"127.0.0.1:{port}"]
     config.certfile, config.keyfile = args.cert, args.key
     config.alpn_protocols = ["http/1.1"] if args.h1_only else ["h2", "http/1.1"]
+    config.keep_alive_max_requests = args.max_requests
     config.accesslog = None
     config.errorlog = None
     shutdown = asyncio.Event()
