@@ -71,6 +71,22 @@ until_drained() {
   echo "bench: the outbox behind $1 did not drain within 10 minutes; see $work/*.log" >&2; exit 1
 }
 vm() { awk -v k="$2:" '$1==k {print $2}' "/proc/$1/status"; }
+# Drains `count` prefilled events to the receiver on `port` with a fresh agent named `name`;
+# sets drained_s (wall seconds), drained_hwm (VmHWM, KiB) and drained_cpu (utime+stime, ticks).
+drain() { # name port count
+  local t0 t1 pid
+  mkdir -p "$work/$1-state"; cp "$work/idle-state/device.key" "$work/$1-state/"
+  "$rel/doorbell-bench" prefill "$work/$1-state/outbox.sqlite" gw-bench "$3"
+  conf "$1" "$work/$1-state" "https://127.0.0.1:$2/events" ""
+  t0=$(date +%s.%N)
+  "$rel/doorbell-agent" run --config "$work/$1.toml" 2>"$work/$1-agent.log" & pid=$!; pids+=($pid)
+  until_drained "$work/$1.sock"
+  t1=$(date +%s.%N)
+  drained_s=$(python3 -c "print($t1 - $t0)")
+  drained_hwm=$(vm $pid VmHWM)
+  drained_cpu=$(awk '{print $14+$15}' /proc/$pid/stat)
+  kill $pid; wait $pid 2>/dev/null || true
+}
 
 # Idle: radio open (a quiet rtl_433 stand-in), nothing happening.
 conf idle "$work/idle-state" "https://127.0.0.1:9/events" ""
@@ -85,29 +101,18 @@ row "cpu_idle" "$(( (t1 - t0) * 1000 / $(getconf CLK_TCK) ))" "ms" "CPU time use
 kill $pid; wait $pid 2>/dev/null || true
 
 # Backlog drain to the reference receiver (verifies both signatures, stores in SQLite).
-"$rel/doorbell-agent" pubkey --config "$work/idle.toml" > /dev/null
-mkdir -p "$work/drain-state"
-cp "$work/idle-state/device.key" "$work/drain-state/device.key"
 "$rel/doorbell-agent" pubkey --config "$work/idle.toml" > "$work/g.pub"
-"$rel/doorbell-bench" prefill "$work/drain-state/outbox.sqlite" gw-bench "$backlog"
 "$cloud" serve --port 0 --ready-file "$work/cloud.json" --tls-cert "$work/pki/server.pem" --tls-key "$work/pki/server.key" \
   --db "$work/cloud.sqlite" --gateway-secret "$work/g.whsec" --gateway-public-key "$work/g.pub" > "$work/cloud.out" 2>"$work/cloud.err" &
 pids+=($!)
 for _ in $(seq 1 200); do [ -s "$work/cloud.json" ] && break; sleep 0.05; done
 port=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["port"])' "$work/cloud.json")
-conf drain "$work/drain-state" "https://127.0.0.1:$port/events" ""
-start=$(date +%s.%N)
-"$rel/doorbell-agent" run --config "$work/drain.toml" 2>"$work/drain.log" & pid=$!; pids+=($pid)
-until_drained "$work/drain.sock"
-end=$(date +%s.%N)
-hwm=$(vm $pid VmHWM)
-cpu=$(awk '{print $14+$15}' /proc/$pid/stat)
-kill $pid; wait $pid 2>/dev/null || true
+drain drain "$port" "$backlog"
 accepted=$(grep -c '^EVENT ' "$work/cloud.out" || true)
-rate=$(python3 -c "print(round($backlog/($end-$start)))")
-row "drain_events_per_s" "$rate" "events/s" "$backlog buffered events → release doorbell-cloud on loopback (HTTP/1.1, so one request at a time) over one kept-alive TLS connection, agent start to empty outbox ($accepted accepted, both signatures verified, stored in SQLite)"
-row "drain_agent_cpu_per_event" "$(python3 -c "print(round($cpu * 1e6 / $(getconf CLK_TCK) / $backlog))")" "µs" "same run, the agent's CPU time (utime+stime) per delivered event: its own ceiling is 1e6/this events/s per core"
-row "rss_peak_draining" "$(( hwm / 1024 ))" "MiB" "VmHWM of the agent after draining $backlog events"
+ticks=$(getconf CLK_TCK)
+row "drain_events_per_s" "$(python3 -c "print(round($backlog / $drained_s))")" "events/s" "$backlog buffered events → release doorbell-cloud on loopback (HTTP/1.1, so one request at a time) over one kept-alive TLS connection, agent start to empty outbox ($accepted accepted, both signatures verified, stored in SQLite)"
+row "drain_agent_cpu_per_event" "$(python3 -c "print(round($drained_cpu * 1e6 / $ticks / $backlog))")" "µs" "same run, the agent's CPU time (utime+stime) per delivered event: its own ceiling is 1e6/this events/s per core"
+row "rss_peak_draining" "$(( drained_hwm / 1024 ))" "MiB" "VmHWM of the agent after draining $backlog events"
 
 # The same backlog to an HTTP/2 receiver (hypercorn): uplink.max_in_flight (8) requests in
 # flight as streams of one connection, each window's outcomes in one transaction.
@@ -115,20 +120,11 @@ row "rss_peak_draining" "$(( hwm / 1024 ))" "MiB" "VmHWM of the agent after drai
   --ready-file "$work/h2.json" --max-seconds 900 > /dev/null 2>&1 & pids+=($!)
 for _ in $(seq 1 200); do [ -s "$work/h2.json" ] && break; sleep 0.05; done
 h2port=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["port"])' "$work/h2.json")
-mkdir -p "$work/h2-state"; cp "$work/idle-state/device.key" "$work/h2-state/"
-"$rel/doorbell-bench" prefill "$work/h2-state/outbox.sqlite" gw-bench "$backlog"
-conf h2 "$work/h2-state" "https://127.0.0.1:$h2port/events" ""
-start=$(date +%s.%N)
-"$rel/doorbell-agent" run --config "$work/h2.toml" 2>"$work/h2-agent.log" & pid=$!; pids+=($pid)
-until_drained "$work/h2.sock"
-end=$(date +%s.%N)
-hwm2=$(vm $pid VmHWM)
-cpu=$(awk '{print $14+$15}' /proc/$pid/stat)
-kill $pid; wait $pid 2>/dev/null || true
+drain h2 "$h2port" "$backlog"
 overlap=$(python3 -c 'import json,sys; print(max(json.loads(l)["in_flight"] for l in open(sys.argv[1])))' "$work/h2.jsonl")
-row "drain_http2_events_per_s" "$(python3 -c "print(round($backlog/($end-$start)))")" "events/s" "$backlog buffered events → HTTP/2 receiver (hypercorn, CPython) on loopback, one connection, up to 8 streams in flight (max seen by the receiver: $overlap)"
-row "drain_http2_agent_cpu_per_event" "$(python3 -c "print(round($cpu * 1e6 / $(getconf CLK_TCK) / $backlog))")" "µs" "same run, the agent's CPU time per delivered event"
-row "rss_peak_draining_http2" "$(( hwm2 / 1024 ))" "MiB" "VmHWM of the agent after that drain"
+row "drain_http2_events_per_s" "$(python3 -c "print(round($backlog / $drained_s))")" "events/s" "$backlog buffered events → HTTP/2 receiver (hypercorn, CPython) on loopback, one connection, up to 8 streams in flight (max seen by the receiver: $overlap)"
+row "drain_http2_agent_cpu_per_event" "$(python3 -c "print(round($drained_cpu * 1e6 / $ticks / $backlog))")" "µs" "same run, the agent's CPU time per delivered event"
+row "rss_peak_draining_http2" "$(( drained_hwm / 1024 ))" "MiB" "VmHWM of the agent after that drain"
 
 # Press → 2xx latency: a radio that reports one press every 50 ms, delivered to doorbell-cloud;
 # the agent's own press_to_delivered histogram (event created, i.e. frame read, → 2xx).
@@ -189,15 +185,8 @@ s0=$(date +%s.%N)
 for i in $(seq 1 $n); do curl -s -o /dev/null --cacert "$work/pki/ca.pem" -H 'content-type: application/json' -d "$body" "https://127.0.0.1:$nport/events"; done
 s1=$(date +%s.%N)
 naive=$(python3 -c "print(round($n/($s1-$s0)))")
-mkdir -p "$work/naive-state"; cp "$work/idle-state/device.key" "$work/naive-state/"
-"$rel/doorbell-bench" prefill "$work/naive-state/outbox.sqlite" gw-bench 2000
-conf naive "$work/naive-state" "https://127.0.0.1:$nport/events" ""
-a0=$(date +%s.%N)
-"$rel/doorbell-agent" run --config "$work/naive.toml" 2>"$work/naive-agent.log" & pid=$!; pids+=($pid)
-until_drained "$work/naive.sock"
-a1=$(date +%s.%N)
-kill $pid; wait $pid 2>/dev/null || true
-agent_rate=$(python3 -c "print(round(2000/($a1-$a0)))")
+drain naive "$nport" 2000
+agent_rate=$(python3 -c "print(round(2000 / $drained_s))")
 row "naive_curl_per_event" "$naive" "events/s" "$n POSTs, one curl process (new TLS handshake) each, to the stdlib python receiver"
 row "agent_same_receiver" "$agent_rate" "events/s" "2000 buffered events by the agent to the same python receiver: $(python3 -c "print(round($agent_rate/$naive,1))")× the naive way"
 

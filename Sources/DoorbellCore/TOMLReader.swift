@@ -1065,7 +1065,6 @@ extension TOMLReader {
     }
 
     static func hex(_ v: UInt8, width: Int) -> String {
-        let digits = String(v, radix: 16, uppercase: true)
-        return String(repeating: "0", count: max(0, width - digits.count)) + digits
+        String(repeating: "0", count: max(0, width - 2)) + Hex.encode([v], uppercase: true)
     }
 }

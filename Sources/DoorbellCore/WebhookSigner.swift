@@ -1,4 +1,3 @@
-
 // Standard Webhooks signatures (docs/protocol.md): signed content is "<id>.<timestamp>.<body>".
 // `v1` is HMAC-SHA256 with the per-gateway whsec_ secret; `v1a` is Ed25519 with the device key.
 

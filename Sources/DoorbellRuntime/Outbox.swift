@@ -140,6 +140,21 @@ public final class Outbox: @unchecked Sendable {
         return try body()
     }
 
+    /// `body` in one write transaction (one fsync at COMMIT), rolled back if it throws.
+    private func transaction<R>(_ body: () throws(OutboxError) -> R) throws(OutboxError) -> R {
+        try locked { () throws(OutboxError) -> R in
+            try exec("BEGIN IMMEDIATE")
+            do throws(OutboxError) {
+                let result = try body()
+                try exec("COMMIT")
+                return result
+            } catch {
+                try? exec("ROLLBACK")
+                throw error
+            }
+        }
+    }
+
     private func locked(_ body: () -> Void) {
         pthread_mutex_lock(&mutex)
         defer { pthread_mutex_unlock(&mutex) }
@@ -203,42 +218,35 @@ public final class Outbox: @unchecked Sendable {
     /// fsync and one set of page writes serve them all. Same eviction rules as one event.
     public func append(_ events: [OutboxNewEvent], bounds: OutboxBounds?,
                        report: ((Int64, [EvictedEvent]) -> (id: String, type: String, body: [UInt8]))?) throws(OutboxError) -> OutboxBatchResult {
-        try locked { () throws(OutboxError) -> OutboxBatchResult in
-            guard !events.isEmpty else { return OutboxBatchResult(entries: [], evicted: [], report: nil) }
-            try exec("BEGIN IMMEDIATE")
-            do throws(OutboxError) {
-                var sequence = try queryInt("SELECT value FROM meta WHERE key = 'last_sequence'") ?? 0
-                var entries: [OutboxEntry] = []
-                entries.reserveCapacity(events.count)
-                for event in events {
-                    sequence += 1
-                    let body = event.makeBody(sequence)
-                    try run("INSERT INTO events (id, sequence, type, body, created_at_ms) VALUES (?, ?, ?, ?, ?)",
-                            [.text(event.id), .int(sequence), .text(event.type), .blob(body), .int(event.createdAtMs)])
-                    entries.append(OutboxEntry(id: event.id, sequence: sequence, type: event.type, body: body, createdAtMs: event.createdAtMs,
-                                               attempts: 0, lastError: nil))
-                }
-                var evicted: [EvictedEvent] = []
-                if let bounds { evicted = try evict(to: bounds) }
-                var reportEntry: OutboxEntry?
-                if !evicted.isEmpty {
-                    try run("UPDATE meta SET value = value + ? WHERE key = 'evicted'", [.int(Int64(evicted.count))])
-                    if let report {
-                        sequence += 1
-                        let r = report(sequence, evicted)
-                        let createdAtMs = events[events.count - 1].createdAtMs
-                        try run("INSERT INTO events (id, sequence, type, body, created_at_ms) VALUES (?, ?, ?, ?, ?)",
-                                [.text(r.id), .int(sequence), .text(r.type), .blob(r.body), .int(createdAtMs)])
-                        reportEntry = OutboxEntry(id: r.id, sequence: sequence, type: r.type, body: r.body, createdAtMs: createdAtMs, attempts: 0, lastError: nil)
-                    }
-                }
-                try run("UPDATE meta SET value = ? WHERE key = 'last_sequence'", [.int(sequence)])
-                try exec("COMMIT")
-                return OutboxBatchResult(entries: entries, evicted: evicted, report: reportEntry)
-            } catch {
-                try? exec("ROLLBACK")
-                throw error
+        guard !events.isEmpty else { return OutboxBatchResult(entries: [], evicted: [], report: nil) }
+        return try transaction { () throws(OutboxError) -> OutboxBatchResult in
+            var sequence = try queryInt("SELECT value FROM meta WHERE key = 'last_sequence'") ?? 0
+            var entries: [OutboxEntry] = []
+            entries.reserveCapacity(events.count)
+            for event in events {
+                sequence += 1
+                let body = event.makeBody(sequence)
+                try run("INSERT INTO events (id, sequence, type, body, created_at_ms) VALUES (?, ?, ?, ?, ?)",
+                        [.text(event.id), .int(sequence), .text(event.type), .blob(body), .int(event.createdAtMs)])
+                entries.append(OutboxEntry(id: event.id, sequence: sequence, type: event.type, body: body, createdAtMs: event.createdAtMs,
+                                           attempts: 0, lastError: nil))
             }
+            var evicted: [EvictedEvent] = []
+            if let bounds { evicted = try evict(to: bounds) }
+            var reportEntry: OutboxEntry?
+            if !evicted.isEmpty {
+                try run("UPDATE meta SET value = value + ? WHERE key = 'evicted'", [.int(Int64(evicted.count))])
+                if let report {
+                    sequence += 1
+                    let r = report(sequence, evicted)
+                    let createdAtMs = events[events.count - 1].createdAtMs
+                    try run("INSERT INTO events (id, sequence, type, body, created_at_ms) VALUES (?, ?, ?, ?, ?)",
+                            [.text(r.id), .int(sequence), .text(r.type), .blob(r.body), .int(createdAtMs)])
+                    reportEntry = OutboxEntry(id: r.id, sequence: sequence, type: r.type, body: r.body, createdAtMs: createdAtMs, attempts: 0, lastError: nil)
+                }
+            }
+            try run("UPDATE meta SET value = ? WHERE key = 'last_sequence'", [.int(sequence)])
+            return OutboxBatchResult(entries: entries, evicted: evicted, report: reportEntry)
         }
     }
 
@@ -295,19 +303,7 @@ public final class Outbox: @unchecked Sendable {
         }
     }
 
-    public func markDelivered(id: String) throws(OutboxError) {
-        try locked { () throws(OutboxError) in
-            try exec("BEGIN IMMEDIATE")
-            do throws(OutboxError) {
-                try run("DELETE FROM events WHERE id = ?", [.text(id)])
-                if sqlite3_changes(db) > 0 { try run("UPDATE meta SET value = value + 1 WHERE key = 'delivered'", []) }
-                try exec("COMMIT")
-            } catch {
-                try? exec("ROLLBACK")
-                throw error
-            }
-        }
-    }
+    public func markDelivered(id: String) throws(OutboxError) { try settle(delivered: [id]) }
 
     /// What became of a window of deliveries: acknowledged rows leave, refused ones are parked,
     /// failed ones count an attempt — all in one transaction (one fsync, shared page writes).
@@ -315,27 +311,20 @@ public final class Outbox: @unchecked Sendable {
     public func settle(delivered: [String], failed: [(id: String, error: String, nextAttemptAtMs: Int64)] = [],
                        dead: [(id: String, error: String)] = []) throws(OutboxError) {
         guard !delivered.isEmpty || !failed.isEmpty || !dead.isEmpty else { return }
-        try locked { () throws(OutboxError) in
-            try exec("BEGIN IMMEDIATE")
-            do throws(OutboxError) {
-                var removed: Int64 = 0
-                for id in delivered {
-                    try run("DELETE FROM events WHERE id = ?", [.text(id)])
-                    removed += Int64(sqlite3_changes(db))
-                }
-                if removed > 0 { try run("UPDATE meta SET value = value + ? WHERE key = 'delivered'", [.int(removed)]) }
-                for f in failed {
-                    try run("UPDATE events SET attempts = attempts + 1, last_error = ?, next_attempt_at_ms = ? WHERE id = ?",
-                            [.text(String(f.error.prefix(500))), .int(f.nextAttemptAtMs), .text(f.id)])
-                }
-                for d in dead {
-                    try run("UPDATE events SET dead = 1, attempts = attempts + 1, last_error = ? WHERE id = ?",
-                            [.text(String(d.error.prefix(500))), .text(d.id)])
-                }
-                try exec("COMMIT")
-            } catch {
-                try? exec("ROLLBACK")
-                throw error
+        try transaction { () throws(OutboxError) in
+            var removed: Int64 = 0
+            for id in delivered {
+                try run("DELETE FROM events WHERE id = ?", [.text(id)])
+                removed += Int64(sqlite3_changes(db))
+            }
+            if removed > 0 { try run("UPDATE meta SET value = value + ? WHERE key = 'delivered'", [.int(removed)]) }
+            for f in failed {
+                try run("UPDATE events SET attempts = attempts + 1, last_error = ?, next_attempt_at_ms = ? WHERE id = ?",
+                        [.text(String(f.error.prefix(500))), .int(f.nextAttemptAtMs), .text(f.id)])
+            }
+            for d in dead {
+                try run("UPDATE events SET dead = 1, attempts = attempts + 1, last_error = ? WHERE id = ?",
+                        [.text(String(d.error.prefix(500))), .text(d.id)])
             }
         }
     }
@@ -343,23 +332,13 @@ public final class Outbox: @unchecked Sendable {
     /// Rewrites the bodies of several events before their first delivery (clock correction), in one transaction.
     public func replaceBodies(_ bodies: [(id: String, body: [UInt8])]) throws(OutboxError) {
         guard !bodies.isEmpty else { return }
-        try locked { () throws(OutboxError) in
-            try exec("BEGIN IMMEDIATE")
-            do throws(OutboxError) {
-                for b in bodies { try run("UPDATE events SET body = ? WHERE id = ?", [.blob(b.body), .text(b.id)]) }
-                try exec("COMMIT")
-            } catch {
-                try? exec("ROLLBACK")
-                throw error
-            }
+        try transaction { () throws(OutboxError) in
+            for b in bodies { try run("UPDATE events SET body = ? WHERE id = ?", [.blob(b.body), .text(b.id)]) }
         }
     }
 
     public func recordFailure(id: String, error message: String, nextAttemptAtMs: Int64) throws(OutboxError) {
-        try locked { () throws(OutboxError) in
-            try run("UPDATE events SET attempts = attempts + 1, last_error = ?, next_attempt_at_ms = ? WHERE id = ?",
-                    [.text(String(message.prefix(500))), .int(nextAttemptAtMs), .text(id)])
-        }
+        try settle(delivered: [], failed: [(id, message, nextAttemptAtMs)])
     }
 
     public func stats() throws(OutboxError) -> OutboxStats {
@@ -372,21 +351,6 @@ public final class Outbox: @unchecked Sendable {
             let bytes = try queryInt("SELECT COALESCE(SUM(LENGTH(body)), 0) FROM events") ?? 0
             return OutboxStats(depth: Int(depth), oldestCreatedAtMs: oldest, lastSequence: last, dead: Int(dead),
                                evicted: Int(evicted), bytes: Int(bytes))
-        }
-    }
-
-    /// Rewrites an event's body before its first delivery (clock correction).
-    public func replaceBody(id: String, body: [UInt8]) throws(OutboxError) {
-        try locked { () throws(OutboxError) in
-            try run("UPDATE events SET body = ? WHERE id = ?", [.blob(body), .text(id)])
-        }
-    }
-
-    /// Parks an event the receiver refused for good; it stays until retried or purged.
-    public func markDead(id: String, error message: String) throws(OutboxError) {
-        try locked { () throws(OutboxError) in
-            try run("UPDATE events SET dead = 1, attempts = attempts + 1, last_error = ? WHERE id = ?",
-                    [.text(String(message.prefix(500))), .text(id)])
         }
     }
 

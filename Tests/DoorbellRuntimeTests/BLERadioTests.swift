@@ -334,6 +334,33 @@ final class BLERadioTests: XCTestCase {
         XCTAssertEqual(agentStatus(socket)?["radios"]?.arrayValues?.first?["state"]?.stringValue, "running")
     }
 
+    func testReportsThatArriveInTheSameReadAsACommandAnswerAreKept() throws {
+        try requireFile(Paths.agentBinary, "doorbell-agent")
+        let dir = try TempDir()
+        let ready = dir.file("hci-ready.json")
+        // The answer to LE Set Scan Enable and 5 advertising reports in one write.
+        let controller = try Child("/usr/bin/python3", [Paths.repoRoot + "/Tests/helpers/scripted_hci_controller.py", "--ready-file", ready,
+                                                        "--reports", "5", "--max-seconds", "120"], dir: dir, name: "scripted-hci")
+        defer { controller.stop() }
+        eventually(20, "scripted controller ready") { FileManager.default.fileExists(atPath: ready) }
+        let port = Int((try? JSONReader.parse(String(contentsOfFile: ready, encoding: .utf8)))?["port"]?.intValue ?? 0)
+        let socket = dir.file("control.sock")
+        let config = try dir.write("agent.toml", """
+        \(agentHeader(dir, socket: socket))
+        [clock]
+        require_sync = false
+        [radio.ble]
+        transport = "tcp"
+        address = "127.0.0.1:\(port)"
+        """)
+        let agent = try startAgent(dir, config: config, socket: socket)
+        defer { agent.stop() }
+        func ble() -> JSONValue? { agentStatus(socket)?["radios"]?.arrayValues?.first { $0["name"]?.stringValue == "ble" } }
+        eventually(30, "scanning") { ble()?["state"]?.stringValue == "running" }
+        eventually(10, "all 5 reports counted") { ble()?["reports"]?.intValue == 5 }
+        XCTAssertEqual(ble()?["reports"]?.intValue, 5)
+    }
+
     func testKernelHCIWithoutBluetoothSaysSo() throws {
         try requireFile(Paths.agentBinary, "doorbell-agent")
         let dir = try TempDir()
