@@ -334,6 +334,19 @@ final class BLERadioTests: XCTestCase {
         XCTAssertEqual(agentStatus(socket)?["radios"]?.arrayValues?.first?["state"]?.stringValue, "running")
     }
 
+    /// An agent with only a BLE radio (`transport` lines for [radio.ble]) and no uplink.
+    func startBLEOnlyAgent(_ dir: TempDir, transport: String) throws -> (agent: Child, socket: String) {
+        let socket = dir.file("control.sock")
+        let config = try dir.write("agent.toml", """
+        \(agentHeader(dir, socket: socket))
+        [clock]
+        require_sync = false
+        [radio.ble]
+        \(transport)
+        """)
+        return (try startAgent(dir, config: config, socket: socket), socket)
+    }
+
     func testReportsThatArriveInTheSameReadAsACommandAnswerAreKept() throws {
         try requireFile(Paths.agentBinary, "doorbell-agent")
         let dir = try TempDir()
@@ -344,16 +357,7 @@ final class BLERadioTests: XCTestCase {
         defer { controller.stop() }
         eventually(20, "scripted controller ready") { FileManager.default.fileExists(atPath: ready) }
         let port = Int((try? JSONReader.parse(String(contentsOfFile: ready, encoding: .utf8)))?["port"]?.intValue ?? 0)
-        let socket = dir.file("control.sock")
-        let config = try dir.write("agent.toml", """
-        \(agentHeader(dir, socket: socket))
-        [clock]
-        require_sync = false
-        [radio.ble]
-        transport = "tcp"
-        address = "127.0.0.1:\(port)"
-        """)
-        let agent = try startAgent(dir, config: config, socket: socket)
+        let (agent, socket) = try startBLEOnlyAgent(dir, transport: "transport = \"tcp\"\naddress = \"127.0.0.1:\(port)\"")
         defer { agent.stop() }
         func ble() -> JSONValue? { agentStatus(socket)?["radios"]?.arrayValues?.first { $0["name"]?.stringValue == "ble" } }
         eventually(30, "scanning") { ble()?["state"]?.stringValue == "running" }
@@ -364,16 +368,7 @@ final class BLERadioTests: XCTestCase {
     func testKernelHCIWithoutBluetoothSaysSo() throws {
         try requireFile(Paths.agentBinary, "doorbell-agent")
         let dir = try TempDir()
-        let socket = dir.file("control.sock")
-        let config = try dir.write("agent.toml", """
-        \(agentHeader(dir, socket: socket))
-        [clock]
-        require_sync = false
-        [radio.ble]
-        transport = "hci"
-        device = "hci0"
-        """)
-        let agent = try startAgent(dir, config: config, socket: socket)
+        let (agent, socket) = try startBLEOnlyAgent(dir, transport: "transport = \"hci\"\ndevice = \"hci0\"")
         defer { agent.stop() }
         eventually(20, "radio reports why it cannot run") {
             let r = agentStatus(socket)?["radios"]?.arrayValues?.first
