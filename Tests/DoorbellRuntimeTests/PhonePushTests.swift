@@ -137,7 +137,10 @@ final class PhonePushTests: XCTestCase {
         XCTAssertEqual(byToken[ownerDead]?["state"]?.stringValue, "unregistered")
         XCTAssertEqual(byToken[ownerDead]?["last_status"]?.intValue, 410)
         XCTAssertEqual(deliveries.filter { $0["state"]?.stringValue == "delivered" }.count, 2)
-        for d in deliveries { XCTAssertEqual(d["apns_id"]?.stringValue, eventID.lowercased(), "\(d)") }
+        // Each push has its own apns-id (cloud issue #17), never the event id.
+        let apnsIDs = deliveries.compactMap { $0["apns_id"]?.stringValue }
+        XCTAssertEqual(Set(apnsIDs).count, 3, "\(deliveries)")
+        XCTAssertFalse(apnsIDs.contains(eventID.lowercased()))
         // A guest sees only the pushes to its own phones.
         let guestView = try api.expect(200, "GET", "/events/\(eventID)/deliveries", token: guestToken)
         XCTAssertEqual(guestView["deliveries"]?.arrayValues?.compactMap { $0["token"]?.stringValue }, [guestPhone])
@@ -164,8 +167,8 @@ final class PhonePushTests: XCTestCase {
         for r in requests {
             let token = r["token"]?.stringValue ?? "?"
             XCTAssertEqual(r["status"]?.intValue, token == ownerDead ? 410 : 200, token)
-            XCTAssertEqual(r["apns_id"]?.stringValue, eventID.lowercased(), "apns-id is the agent's event id")
-            XCTAssertEqual(r["headers"]?["apns-id"]?.stringValue, eventID.lowercased())
+            XCTAssertEqual(r["headers"]?["apns-id"]?.stringValue, byToken[token.lowercased()]?["apns_id"]?.stringValue,
+                           "the push's own apns-id, as the deliveries list shows it")
             XCTAssertEqual(r["headers"]?["apns-topic"]?.stringValue, Self.topic)
             XCTAssertEqual(r["payload"]?["aps"]?["alert"]?["title"]?.stringValue, Self.doorbellName, "the title is the doorbell's name")
             XCTAssertEqual(r["payload"]?["aps"]?["alert"]?["body"]?.stringValue, "Someone is at the door")

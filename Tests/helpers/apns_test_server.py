@@ -47,7 +47,9 @@ stderr and the previous script stays in force; unknown keys are errors, to catch
    "expire_provider_token_first": N,        see below (default 0)
    "goaway_after_streams": N,               0 = never (default)
    "goaway_connections": K,                 default 1
-   "delay_ms": D}                           wait before answering each request (default 0)
+   "delay_ms": D,                           wait before answering each request (default 0)
+   "hold_ms": H,                            process at once, write the answer H ms later (default 0)
+   "reject_first_jwt_after": K}             see below (default 0 = never)
   OUTCOME: {"status": 200} | {"status": S, "reason": R [, "timestamp_ms": N | "now"]} |
            {"reset": true}  (RST_STREAM INTERNAL_ERROR instead of an answer).
   A "timestamp_ms" puts "timestamp" (ms since the epoch) in the body, as APNs does for 410.
@@ -56,6 +58,12 @@ stderr and the previous script stays in force; unknown keys are errors, to catch
   expire_provider_token_first N: the first iat of a JWT that verified is remembered; until N
   answers were given, an otherwise valid request carrying that iat gets 403 ExpiredProviderToken
   (no scripted outcome is consumed), so only a client that refreshes its JWT gets through.
+  reject_first_jwt_after K: the first JWT that verified (the exact token, not its iat) is accepted
+  for K otherwise valid requests; every later request carrying it gets 403 ExpiredProviderToken
+  (no scripted outcome is consumed), as when APNs revokes a token in the middle of a fan-out.
+  hold_ms H: a complete request is processed (decided and logged: for APNs it is delivered) at
+  once, but its answer is written H ms later, so a client that gives up waiting has been
+  delivered all the same. delay_ms, by contrast, waits before processing.
   goaway_after_streams N: the first K connections to have answered N streams (answers of any
   status and resets count) send GOAWAY(NO_ERROR, last_stream_id L = highest answered stream).
   At that moment any request with a lower id that is still waiting is answered at once (one still
@@ -68,7 +76,7 @@ Log (--log, JSON lines, each flushed; time_ms is ms since the epoch):
   {"event":"rejected","conn":C,"reason":"...","time_ms":T}             (no h2 via ALPN)
   {"event":"request","conn":C,"stream":S,"token":"..."|null,"status":N,"reason":R|null,
    "apns_id":"...","headers":{name: value},"payload":JSON|null,"payload_bytes":N,
-   "jwt_iat":N|null,"time_ms":T}
+   "jwt_iat":N|null,"jwt_id":"<16 hex digits of the JWT's SHA-256>"|null,"time_ms":T}
   {"event":"reset", same fields as "request" but without status/reason}
   {"event":"unprocessed","conn":C,"stream":S,"token":...,"why":W,"time_ms":T}
      W: goaway | client_reset | client_goaway | connection_closed | shutdown
@@ -81,7 +89,7 @@ Log (--log, JSON lines, each flushed; time_ms is ms since the epoch):
   Connections idle (nothing read or written) for --idle-timeout seconds get
   GOAWAY(NO_ERROR, {"reason":"IdleTimeout"}) and are closed.
 """
-import argparse, asyncio, base64, binascii, json, os, re, signal, ssl, sys, time, traceback, uuid
+import argparse, asyncio, base64, binascii, hashlib, json, os, re, signal, ssl, sys, time, traceback, uuid
 
 import h2.config, h2.connection, h2.events, h2.exceptions, h2.settings
 from h2.errors import ErrorCodes
@@ -123,7 +131,7 @@ def b64url_decode(s):
 # ---------------------------------------------------------------- script
 
 SCRIPT_KEYS = {"tokens", "default", "expire_provider_token_first", "goaway_after_streams",
-               "goaway_connections", "delay_ms"}
+               "goaway_connections", "delay_ms", "hold_ms", "reject_first_jwt_after"}
 
 
 def parse_outcome(o, where):
@@ -166,7 +174,8 @@ def parse_script(text):
                                            for i, o in enumerate(outcomes)]
     script["default"] = parse_outcome(raw.get("default", {"status": 200}), "default")
     for key, default in (("expire_provider_token_first", 0), ("goaway_after_streams", 0),
-                         ("goaway_connections", 1), ("delay_ms", 0)):
+                         ("goaway_connections", 1), ("delay_ms", 0), ("hold_ms", 0),
+                         ("reject_first_jwt_after", 0)):
         value = raw.get(key, default)
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise ValueError(f"{key} must be a non-negative integer, got {value!r}")
@@ -197,6 +206,8 @@ class State:
         self.cursors = {}
         self.first_iat = None
         self.expired_answers = 0
+        self.first_jwt = None
+        self.first_jwt_answers = 0
         self.goaway_slots_used = 0
 
     def log(self, event, **fields):
@@ -275,7 +286,7 @@ class State:
         body, apns_id, jwt_iat, payload."""
         self.maybe_reload()
         d = {"kind": "response", "status": 200, "reason": None, "body": b"", "apns_id": None,
-             "jwt_iat": None, "payload": None}
+             "jwt_iat": None, "jwt_id": None, "payload": None}
         if st.body_len <= MAX_PAYLOAD:
             try:
                 d["payload"] = json.loads(bytes(st.body))
@@ -285,6 +296,8 @@ class State:
         single = {name: values[0] for name, values in h.items()}
         jwt = self.check_jwt(single["authorization"], int(time.time())) if "authorization" in single else (None, None)
         d["jwt_iat"] = jwt[0]
+        if "authorization" in single:
+            d["jwt_id"] = hashlib.sha256(single["authorization"].partition(" ")[2].strip().encode()).hexdigest()[:16]
         apns_id = single.get("apns-id")
         d["apns_id"] = apns_id if apns_id is not None and UUID_RE.fullmatch(apns_id) else str(uuid.uuid4())
         try:
@@ -320,6 +333,9 @@ class State:
             raise Reject(403, failure)
         if self.first_iat is None:
             self.first_iat = iat
+        jws = single["authorization"].partition(" ")[2].strip()
+        if self.first_jwt is None:
+            self.first_jwt = jws
         topic = single.get("apns-topic")
         if topic is None:
             raise Reject(400, "MissingTopic")
@@ -348,6 +364,11 @@ class State:
         if not isinstance(payload, dict) or not isinstance(payload.get("aps"), dict):
             raise Reject(400, "InvalidPayload")
         # Only now is the request "otherwise valid".
+        limit = self.script["reject_first_jwt_after"]
+        if limit > 0 and jws == self.first_jwt:
+            if self.first_jwt_answers >= limit:
+                raise Reject(403, "ExpiredProviderToken")
+            self.first_jwt_answers += 1
         if iat == self.first_iat and self.expired_answers < self.script["expire_provider_token_first"]:
             self.expired_answers += 1
             raise Reject(403, "ExpiredProviderToken")
@@ -526,13 +547,17 @@ class Conn:
     def schedule(self, st):
         self.state.maybe_reload()
         delay = self.state.script["delay_ms"] / 1000.0
-        if self.goaway_last is not None or delay <= 0:
+        hold = self.state.script["hold_ms"] / 1000.0
+        if self.goaway_last is None and hold > 0:
+            self.answer(st, hold=hold)
+        elif self.goaway_last is not None or delay <= 0:
             self.answer(st)
         else:
             st.timer = self.loop.call_later(delay, self.answer, st)
 
-    def answer(self, st):
-        """Processes and answers one complete request, all in one synchronous step."""
+    def answer(self, st, hold=0.0):
+        """Processes and answers one complete request, all in one synchronous step (or, with a
+        hold, processes now and writes the answer `hold` seconds later)."""
         st.timer = None
         if st.id not in self.streams:
             return
@@ -541,20 +566,17 @@ class Conn:
             d = self.state.evaluate(st)
             fields = dict(conn=self.cid, stream=st.id, token=st.token)
             common = dict(apns_id=d["apns_id"], headers=st.logged_headers(d["jwt_iat"]), payload=d["payload"],
-                          payload_bytes=st.body_len, jwt_iat=d["jwt_iat"])
+                          payload_bytes=st.body_len, jwt_iat=d["jwt_iat"], jwt_id=d["jwt_id"])
+            if hold > 0 and d["kind"] != "reset":
+                self.state.log("request", **fields, status=d["status"], reason=d["reason"], **common)
+                self.loop.call_later(hold, self.write_held, st, d)
+                return
             if d["kind"] == "reset":
                 self.state.log("reset", **fields, **common)
                 self.h2.reset_stream(st.id, ErrorCodes.INTERNAL_ERROR)
             else:
                 self.state.log("request", **fields, status=d["status"], reason=d["reason"], **common)
-                headers = [(":status", str(d["status"])), ("apns-id", d["apns_id"])]
-                if d["status"] == 200:
-                    headers.append(("apns-unique-id", str(uuid.uuid4())))
-                    self.h2.send_headers(st.id, headers, end_stream=True)
-                else:
-                    headers += [("content-type", "application/json"), ("content-length", str(len(d["body"])))]
-                    self.h2.send_headers(st.id, headers)
-                    self.h2.send_data(st.id, d["body"], end_stream=True)
+                self.write_answer(st, d)
         except Exception:
             warn(f"conn {self.cid} stream {st.id}: failed to answer:\n{traceback.format_exc()}")
             try:
@@ -568,6 +590,27 @@ class Conn:
             self.send_goaway()
         self.flush()
         self.wake.set()
+
+    def write_held(self, st, d):
+        """The answer of a request processed `hold_ms` ago; the stream may be gone by now."""
+        try:
+            self.write_answer(st, d)
+        except Exception:  # the client reset the stream or closed the connection meanwhile
+            pass
+        self.answered += 1
+        self.max_answered_id = max(self.max_answered_id, st.id)
+        self.flush()
+        self.wake.set()
+
+    def write_answer(self, st, d):
+        headers = [(":status", str(d["status"])), ("apns-id", d["apns_id"])]
+        if d["status"] == 200:
+            headers.append(("apns-unique-id", str(uuid.uuid4())))
+            self.h2.send_headers(st.id, headers, end_stream=True)
+        else:
+            headers += [("content-type", "application/json"), ("content-length", str(len(d["body"])))]
+            self.h2.send_headers(st.id, headers)
+            self.h2.send_data(st.id, d["body"], end_stream=True)
 
     def send_goaway(self):
         last = self.max_answered_id

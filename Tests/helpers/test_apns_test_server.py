@@ -309,6 +309,23 @@ async def run_tests(env, port):
     old, fresh = now - 30, now - 5
     got = [(await c.request(TOKENS["ok"], env.headers(iat=i))).get("status") for i in (old, fresh, old, old)]
     check("expire_provider_token_first: first iat refused twice, refreshed JWT accepted", got == [403, 200, 403, 200], got)
+
+    env.set_script({"reject_first_jwt_after": 2})
+    first, second = env.headers(iat=now - 5), env.headers(iat=now - 5)  # same iat, distinct JWTs
+    got = [(await c.request(TOKENS["ok"], h)).get("status") for h in (first, first, first, second, first)]
+    check("reject_first_jwt_after: the first JWT accepted twice, then refused; another with the same iat accepted",
+          got == [200, 200, 403, 200, 403], got)
+    ids = {e.get("jwt_id") for e in [e for e in env.events() if e["event"] == "request"][-5:]}
+    check("jwt_id tells the two JWTs apart", len(ids) == 2 and None not in ids, ids)
+
+    env.set_script({"hold_ms": 400})
+    started = time.monotonic()
+    aid = str(uuid.uuid4())
+    r = await c.request(TOKENS["ok"], env.headers(apns_id=aid))
+    logged = [e for e in env.events() if e["event"] == "request" and e.get("apns_id") == aid]
+    check("hold_ms: processed and logged, answered later",
+          r.get("status") == 200 and time.monotonic() - started >= 0.35 and len(logged) == 1
+          and logged[0]["time_ms"] <= int(time.time() * 1000) - 300, (r, logged))
     await c.close()
 
     # GOAWAY after 3 streams with 10 requests in flight on one connection.

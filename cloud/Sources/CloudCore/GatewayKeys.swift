@@ -15,6 +15,15 @@ public struct WebhookSecret: Sendable {
         guard !bytes.isEmpty else { throw .emptySecret }
         self.keyBytes = bytes
     }
+
+    /// A random 32-byte secret nobody holds.
+    static func random() -> WebhookSecret {
+        WebhookSecret(keyBytes: SymmetricKey(size: .bits256).withUnsafeBytes { Array($0) })
+    }
+
+    private init(keyBytes: [UInt8]) {
+        self.keyBytes = keyBytes
+    }
 }
 
 /// The gateway's Ed25519 device public key for `v1a` signatures.
@@ -53,6 +62,18 @@ public struct GatewayKeys: Sendable {
         guard secret != nil || publicKey != nil else { throw .noKeys }
         self.secret = secret
         self.publicKey = publicKey
+    }
+
+    /// Keys nobody holds, for a gateway that is not enrolled: its events fail the signature
+    /// check exactly as events signed with a wrong key do, so whether an id is enrolled cannot
+    /// be probed.
+    public static func nobodys() -> GatewayKeys {
+        GatewayKeys(unchecked: .random())
+    }
+
+    private init(unchecked secret: WebhookSecret) {
+        self.secret = secret
+        self.publicKey = nil
     }
 }
 

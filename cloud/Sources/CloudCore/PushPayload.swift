@@ -99,11 +99,11 @@ public enum PushPayload {
         return best
     }
 
-    /// `apns-id` must be a UUID: the event id when it is one (the agent sends UUIDv7), otherwise a
-    /// UUID made from a hash of it, so the same event always carries the same apns-id.
-    public static func apnsID(eventID: String) -> String {
-        if TextChecks.isCanonicalUUID(eventID) { return eventID.lowercased() }
-        var bytes = Array(SHA256.hash(data: Array(eventID.utf8)).prefix(16))
+    /// `apns-id` must be a UUID, and each request its own: a UUID (version 8) made from a hash of
+    /// the event id and the device token. Every push of a press carries a different one, and a
+    /// retry of the same push carries the same one (it is the same notification).
+    public static func apnsID(eventID: String, token: String) -> String {
+        var bytes = Array(SHA256.hash(data: Array((eventID + "\n" + token.lowercased()).utf8)).prefix(16))
         bytes[6] = (bytes[6] & 0x0F) | 0x80  // version 8: custom
         bytes[8] = (bytes[8] & 0x3F) | 0x80  // RFC 9562 variant
         let hex = bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()

@@ -19,7 +19,6 @@ public enum Rejection: Error, Equatable, Sendable {
     /// The `doorbell-gateway-id` header differs from the body's `gateway_id`.
     case gatewayMismatch(bodyGatewayID: String, headerGatewayID: String)
     /// No keys are held for the gateway: it was never enrolled (or no gateway id was sent).
-    case unknownGateway(String)
 
     /// Whether the sender failed to prove who it is (HTTP 401) or sent a malformed event (HTTP 400).
     public enum Category: Sendable {
@@ -29,7 +28,7 @@ public enum Rejection: Error, Equatable, Sendable {
 
     public var category: Category {
         switch self {
-        case .missingHeader, .invalidTimestamp, .timestampOutOfTolerance, .noValidSignature, .unknownGateway:
+        case .missingHeader, .invalidTimestamp, .timestampOutOfTolerance, .noValidSignature:
             return .authentication
         case .invalidBody, .idMismatch, .gatewayMismatch:
             return .validation
@@ -45,7 +44,6 @@ public enum Rejection: Error, Equatable, Sendable {
         case .invalidBody: return "invalid_body"
         case .idMismatch: return "id_mismatch"
         case .gatewayMismatch: return "gateway_mismatch"
-        case .unknownGateway: return "unknown_gateway"
         }
     }
 
@@ -62,17 +60,15 @@ public enum Rejection: Error, Equatable, Sendable {
                 + " re-sign at every attempt and check the sender's clock"
         case .noValidSignature(let versions):
             let seen = versions.isEmpty ? "none" : versions.joined(separator: ", ")
-            return "no signature in webhook-signature verified with the configured gateway key(s)"
+            return "no signature in webhook-signature verified with the key(s) enrolled for this gateway"
                 + " (versions present: \(seen)); sign '<webhook-id>.<webhook-timestamp>.<body>' over the exact body bytes"
+                + " with the device key or whsec_ secret the owner enrolled with POST /gateways (enroll it first if it is new)"
         case .invalidBody(let detail):
             return "invalid body: \(detail)"
         case .idMismatch(let bodyID, let headerID):
             return "body id '\(bodyID.prefix(80))' does not equal webhook-id '\(headerID.prefix(80))'"
         case .gatewayMismatch(let bodyGatewayID, let headerGatewayID):
             return "body gateway_id '\(bodyGatewayID.prefix(80))' does not equal doorbell-gateway-id '\(headerGatewayID.prefix(80))'"
-        case .unknownGateway(let id):
-            return "gateway '\(id.prefix(80))' is not enrolled: its owner enrolls it with POST /gateways"
-                + " (public_key from `agentctl pubkey`, or its whsec_ secret)"
         }
     }
 }

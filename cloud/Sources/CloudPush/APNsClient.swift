@@ -59,15 +59,30 @@ public final class APNsClient: Sendable {
         try? await http.shutdown()
     }
 
-    /// The current provider token, signing a fresh one when it has aged out.
-    func providerToken(now: Int64) throws -> APNsProviderToken {
+    /// The current provider token, signing a fresh one when it has aged out; nil while a rejected
+    /// replacement holds pushes (then: until when, Unix seconds).
+    func providerToken(now: Int64) throws -> Result<APNsProviderToken, Held> {
         try tokens.withLock { schedule in
-            try schedule.token(now: now) { issuedAt in try settings.key.providerToken(issuedAt: issuedAt) }
+            if let until = schedule.heldUntil(now: now) { return .failure(Held(until: until)) }
+            return .success(try schedule.token(now: now) { issuedAt in try settings.key.providerToken(issuedAt: issuedAt) })
         }
     }
 
-    func providerTokenRejected(_ token: APNsProviderToken) {
-        tokens.withLock { $0.rejected(token) }
+    struct Held: Error {
+        let until: Int64
+    }
+
+    func providerTokenRejected(_ token: APNsProviderToken, reason: String, now: Int64) -> ProviderTokenSchedule.RejectionAction {
+        tokens.withLock { $0.rejected(token, reason: reason, now: now) }
+    }
+
+    func providerTokenAccepted(_ token: APNsProviderToken) {
+        tokens.withLock { $0.accepted(token) }
+    }
+
+    /// Whether APNs accepts our tokens, and how many were signed since start (`/healthz`).
+    public var providerTokenStatus: (health: ProviderTokenHealth, signed: Int) {
+        tokens.withLock { ($0.health, $0.signed) }
     }
 
     /// One push. Never throws: transport failures come back as `.retry`.

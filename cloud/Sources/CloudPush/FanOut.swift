@@ -40,6 +40,9 @@ public final class FanOut: Sendable {
 
     public var statistics: FanOutStats { stats.withLock { $0 } }
 
+    /// Whether APNs accepts our provider tokens, and how many were signed since start.
+    public var providerTokenStatus: (health: ProviderTokenHealth, signed: Int) { client.providerTokenStatus }
+
     /// Runs until the task is cancelled.
     public func run() async {
         while !Task.isCancelled {
@@ -102,21 +105,7 @@ public final class FanOut: Sendable {
         }
         var verdict: APNsVerdict
         do {
-            var token = try client.providerToken(now: started / 1000)
-            verdict = await client.send(delivery, token: token)
-            if case .providerTokenRejected(let reason) = verdict {
-                logger.warning("APNs rejected the provider token; signing a new one",
-                               metadata: ["reason": "\(reason)", "iat": "\(token.issuedAt)"])
-                client.providerTokenRejected(token)
-                token = try client.providerToken(now: clock() / 1000)
-                verdict = await client.send(delivery, token: token)
-                if case .providerTokenRejected(let again) = verdict {
-                    // Alert: the key, key id or team id is wrong, or the key was revoked.
-                    logger.critical("APNs rejects freshly signed provider tokens: check --apns-key, --apns-key-id and --apns-team-id",
-                                    metadata: ["reason": "\(again)"])
-                    client.providerTokenRejected(token)
-                }
-            }
+            verdict = try await sendWithProviderToken(delivery)
         } catch {
             verdict = .retry(reason: "could not sign the provider token: \(error)", afterSeconds: 60)
         }
@@ -134,6 +123,38 @@ public final class FanOut: Sendable {
         case .permanent(let reason):
             return .failed(status: nil, reason: reason)
         }
+    }
+
+    /// Sends with the current provider token. A rejected token is replaced once per burst (the
+    /// schedule decides) and the push sent again; while a rejected replacement holds pushes,
+    /// nothing is sent and the push waits until the schedule allows a new token.
+    private func sendWithProviderToken(_ delivery: Delivery) async throws -> APNsVerdict {
+        for _ in 0..<2 {
+            let now = clock() / 1000
+            let token: APNsProviderToken
+            switch try client.providerToken(now: now) {
+            case .success(let current): token = current
+            case .failure(let held): return .retry(reason: "provider token rejected; held", afterSeconds: max(held.until - now, 1))
+            }
+            let verdict = await client.send(delivery, token: token)
+            guard case .providerTokenRejected(let reason) = verdict else {
+                if case .delivered = verdict { client.providerTokenAccepted(token) }
+                return verdict
+            }
+            switch client.providerTokenRejected(token, reason: reason, now: clock() / 1000) {
+            case .resend:
+                logger.warning("APNs rejected the provider token; using a new one",
+                               metadata: ["reason": "\(reason)", "iat": "\(token.issuedAt)"])
+            case .hold(let notBefore, let firstTime):
+                if firstTime {
+                    // Alert once: the key, key id or team id is wrong, or the key was revoked.
+                    logger.critical("APNs rejects freshly signed provider tokens: check --apns-key, --apns-key-id and --apns-team-id; pushes wait until then",
+                                    metadata: ["reason": "\(reason)", "next_try": "\(notBefore)"])
+                }
+                return .retry(reason: reason, afterSeconds: max(notBefore - clock() / 1000, 1))
+            }
+        }
+        return .retry(reason: "provider token rejected twice", afterSeconds: nil)
     }
 
     private func backoff(_ delivery: Delivery, _ retryAfter: Int64?) -> Int64 {

@@ -29,7 +29,15 @@ public struct ServerSettings: Sendable {
 public func makeRouter(events: EventsEndpoint, api: AppAPI? = nil) -> Router<BasicRequestContext> {
     let router = Router()
     router.get("healthz") { _, _ in
-        Response.json(.ok, ["status": .string("ok")])
+        // The provider token's health: "failing" means APNs refuses freshly signed tokens (check
+        // the key); a signed count far above one per 50 minutes means tokens are being rejected.
+        let tokens = events.fanOut?.providerTokenStatus
+        return Response.json(.ok, [
+            "status": .string("ok"),
+            "conflicting_duplicates": .int(Int64(events.conflicts.current)),
+            "apns_provider_token": tokens.map { .string($0.health.name) } ?? .null,
+            "apns_provider_tokens_signed": .int(Int64(tokens?.signed ?? 0)),
+        ])
     }
     router.post("events") { request, context in
         try await events.receive(request, context: context)

@@ -4,6 +4,18 @@ import CloudStore
 import Hummingbird
 import Logging
 import NIOPosix
+import Synchronization
+
+/// A count shared by copies of a struct.
+final class Counter: Sendable {
+    private let value = Atomic<Int>(0)
+
+    func increment() {
+        value.add(1, ordering: .relaxed)
+    }
+
+    var current: Int { value.load(ordering: .relaxed) }
+}
 
 /// `POST /events`: pick the gateway's keys, verify (CloudCore), deduplicate, store and queue the
 /// pushes in one transaction (CloudStore), answer, wake the fan-out, print a line.
@@ -22,6 +34,8 @@ public struct EventsEndpoint: Sendable {
     let failFirst: FailFirst?
     let fanOut: FanOut?
     let pushTTLMilliseconds: Int64
+    /// Event ids that arrived again with another body (`/healthz`'s `conflicting_duplicates`).
+    let conflicts = Counter()
 
     public init(fallbackKeys: GatewayKeys?, tolerance: TimestampTolerance = .standard, store: CloudStore,
                 output: OutputLines, clock: WallClock = .system, failFirst: FailFirst? = nil,
@@ -56,7 +70,7 @@ public struct EventsEndpoint: Sendable {
         let receivedAt = clock.millisecondsSinceEpoch()
         let event: VerifiedEvent
         do {
-            let keys = try await keys(for: webhook)
+            let keys = try await keys(for: webhook, logger: context.logger)
             event = try WebhookIntake(keys: keys, tolerance: tolerance).verify(webhook, now: receivedAt / 1000)
         } catch let error as Rejection {
             output.rejected(error, webhookID: webhook.webhookID)
@@ -92,12 +106,21 @@ public struct EventsEndpoint: Sendable {
         case .duplicate:
             output.duplicate(id: stored.id)
             return .json(.ok, ["status": .string("duplicate"), "id": .string(stored.id)])
+        case .conflicting:
+            // Answered like a duplicate (the agent would otherwise retry it for ever), but an
+            // operator must see it: the gateway reused an event id for another event.
+            conflicts.increment()
+            context.logger.warning("an event id arrived again with another body; the first body is kept and the new one dropped",
+                                   metadata: ["id": "\(stored.id)", "gateway": "\(event.envelope.gatewayID)"])
+            output.duplicate(id: stored.id)
+            return .json(.ok, ["status": .string("duplicate"), "id": .string(stored.id)])
         }
     }
 
-    /// The keys to verify with: the enrolled gateway's, else the fallback keys, else a rejection.
-    /// The gateway id comes from `doorbell-gateway-id`, or from the (not yet verified) body.
-    private func keys(for webhook: WebhookRequest) async throws -> GatewayKeys {
+    /// The keys to verify with: the enrolled gateway's, else the fallback keys, else keys nobody
+    /// holds, so an unknown gateway fails the signature check like a wrong key (its id cannot be
+    /// probed). The gateway id comes from `doorbell-gateway-id`, or from the (not yet verified) body.
+    private func keys(for webhook: WebhookRequest, logger: Logger) async throws -> GatewayKeys {
         let claimed = webhook.gatewayID.flatMap { $0.isEmpty ? nil : $0 }
             ?? (try? EventEnvelope.parse(webhook.body))?.gatewayID
         if let claimed {
@@ -108,11 +131,11 @@ public struct EventsEndpoint: Sendable {
                         secret: gateway.secret.map { try WebhookSecret(parsing: $0) },
                         publicKey: gateway.publicKey.map { try GatewayPublicKey(parsing: $0) })
                 } catch {
-                    throw Rejection.unknownGateway(claimed)
+                    logger.error("the enrolled keys of a gateway do not parse; its owner must enroll it again",
+                                 metadata: ["gateway": "\(claimed)", "error": "\(error)"])
                 }
             }
         }
-        if let fallbackKeys { return fallbackKeys }
-        throw Rejection.unknownGateway(claimed ?? "")
+        return fallbackKeys ?? .nobodys()
     }
 }

@@ -235,7 +235,7 @@ public final class CloudStore: Sendable {
     public func registerPhone(token: String, accountID: String, environment: APNsEnvironment,
                               bundleID: String, now: Int64) throws {
         guard Self.isDeviceToken(token) else {
-            throw DirectoryError.invalid("device token must be the hex string of the APNs token (64 or more hex digits)")
+            throw DirectoryError.invalid("device token must be the APNs token as 64 hex digits (32 bytes), as the app gets it in didRegisterForRemoteNotificationsWithDeviceToken")
         }
         guard !bundleID.isEmpty, bundleID.count <= 200, bundleID.allSatisfy({ $0.isASCII && !$0.isWhitespace }) else {
             throw DirectoryError.invalid("bundle_id must be the app's bundle identifier, e.g. com.example.doorbell")
@@ -293,8 +293,13 @@ public final class CloudStore: Sendable {
             && text.utf8.allSatisfy { $0.isASCIIAlphanumeric || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: "-") }
     }
 
+    /// APNs device tokens are 32 bytes on every iOS release so far. Anything else is refused
+    /// here rather than costing a BadDeviceToken round trip per press; should Apple lengthen
+    /// them, widen `deviceTokenHexDigits` (the schema stores any length).
+    static let deviceTokenHexDigits = 64...64
+
     static func isDeviceToken(_ text: String) -> Bool {
-        TextChecks.isHex(text, lengths: 64...200)
+        TextChecks.isHex(text, lengths: deviceTokenHexDigits)
     }
 }
 

@@ -5,6 +5,9 @@ extension CloudStore {
     public enum IngestResult: Sendable, Equatable {
         /// Already stored: an at-least-once redelivery. Nothing is pushed again.
         case duplicate
+        /// Already stored with another body: not a redelivery but a gateway reusing an id (a bug
+        /// or a replayed signing key). Nothing is stored or pushed; the caller logs and counts it.
+        case conflicting
         /// Stored now, with this many pushes queued.
         case stored(pushes: Int)
     }
@@ -23,7 +26,11 @@ extension CloudStore {
             try db.transaction("store event \(event.id)") { () throws(StoreError) -> IngestResult in
                 let inserted = try db.query(EventRows.insert, EventRows.parameters(event),
                                             operation: "insert event \(event.id)").changes
-                guard inserted > 0 else { return .duplicate }
+                guard inserted > 0 else {
+                    let stored = try db.query("SELECT body FROM events WHERE id = $1", [.text(event.id)],
+                                              operation: "read event \(event.id)").rows.first?.text(0)
+                    return stored == event.body ? .duplicate : .conflicting
+                }
                 // Only doorbell events make doorbells; a beacon event's device is a region.
                 guard envelope.type.hasPrefix("doorbell."), let deviceID = envelope.deviceID,
                       let owner = try db.query("SELECT account_id FROM gateways WHERE id = $1",
@@ -53,7 +60,7 @@ extension CloudStore {
                     WHERE account_id = $8 OR account_id IN (SELECT account_id FROM shares WHERE doorbell_id = $2)
                     ON CONFLICT (event_id, token) DO NOTHING
                     """,
-                    [.text(event.id), .text(doorbell.id), .text(body), .text(PushPayload.apnsID(eventID: event.id)),
+                    [.text(event.id), .text(doorbell.id), .text(body), .text(""),
                      .text(Self.collapseID(doorbellID: doorbell.id)), .integer(now + pushTTLMilliseconds),
                      .integer(now), .text(doorbell.accountID)],
                     operation: "queue pushes for \(event.id)").changes
@@ -81,7 +88,7 @@ extension CloudStore {
                 ON CONFLICT (event_id, token) DO NOTHING
                 """,
                 [.text(id), .text(phone.token), .text(phone.accountID), .text(phone.environment.rawValue),
-                 .text(phone.bundleID), .text(payload), .text(PushPayload.apnsID(eventID: id)), .optional(collapseID),
+                 .text(phone.bundleID), .text(payload), .text(""), .optional(collapseID),
                  .integer(now + ttlMilliseconds), .integer(now)],
                 operation: "queue push \(id)")
         }
@@ -92,14 +99,17 @@ extension CloudStore {
         expires_at_ms, state, attempts, next_attempt_at_ms, last_status, last_reason, updated_at_ms
         """
 
+    /// A delivery row. Its `apns-id` is derived from the event id and the token (one per
+    /// request); the `apns_id` column (one per event, schema 1) is no longer read.
     static func delivery(_ row: SQLRow) -> Delivery? {
         guard let environment = row.text(3).flatMap(APNsEnvironment.init(rawValue:)),
-              let state = row.text(10).flatMap(DeliveryState.init(rawValue:))
+              let state = row.text(10).flatMap(DeliveryState.init(rawValue:)),
+              let eventID = row.text(0), let token = row.text(1)
         else { return nil }
         return Delivery(
-            eventID: row.text(0) ?? "", token: row.text(1) ?? "", accountID: row.text(2) ?? "",
+            eventID: eventID, token: token, accountID: row.text(2) ?? "",
             environment: environment, bundleID: row.text(4) ?? "", doorbellID: row.text(5), payload: row.text(6) ?? "",
-            apnsID: row.text(7) ?? "", collapseID: row.text(8), expiresAtMilliseconds: row.integer(9) ?? 0,
+            apnsID: PushPayload.apnsID(eventID: eventID, token: token), collapseID: row.text(8), expiresAtMilliseconds: row.integer(9) ?? 0,
             state: state, attempts: row.integer(11) ?? 0, nextAttemptAtMilliseconds: row.integer(12) ?? 0,
             lastStatus: row.integer(13), lastReason: row.text(14), updatedAtMilliseconds: row.integer(15) ?? 0)
     }

@@ -32,25 +32,70 @@ import Testing
         #expect("\(APNsKeyError.notAP256Key)".contains("AuthKey_"))
     }
 
-    @Test func scheduleReusesForFiftyMinutesAndReplacesARejectedTokenWithANewerOne() throws {
-        let signing = APNsSigningKey(privateKey: key, teamID: "TEAM123456", keyID: "KEY1234567")
-        var schedule = ProviderTokenSchedule()
-        var signed = 0
+    /// A token signer that counts, for the schedule tests.
+    final class Signer {
+        let signing: APNsSigningKey
+        var issued: [Int64] = []
+        init(_ key: P256.Signing.PrivateKey) {
+            signing = APNsSigningKey(privateKey: key, teamID: "TEAM123456", keyID: "KEY1234567")
+        }
         func sign(_ iat: Int64) throws -> APNsProviderToken {
-            signed += 1
+            issued.append(iat)
             return try signing.providerToken(issuedAt: iat)
         }
-        let first = try schedule.token(now: 1000, sign: sign)
-        #expect(try schedule.token(now: 1000 + 49 * 60, sign: sign) == first)
-        #expect(signed == 1)
-        let second = try schedule.token(now: 1000 + 50 * 60, sign: sign)
+    }
+
+    @Test func scheduleReusesForFiftyMinutesAndSignsWithTheWallClock() throws {
+        let signer = Signer(key)
+        var schedule = ProviderTokenSchedule()
+        let first = try schedule.token(now: 1000, sign: signer.sign)
+        #expect(try schedule.token(now: 1000 + 49 * 60, sign: signer.sign) == first)
+        #expect(try schedule.token(now: 900, sign: signer.sign) == first, "a clock stepped back keeps the token")
+        let second = try schedule.token(now: 1000 + 50 * 60, sign: signer.sign)
         #expect(second.issuedAt == 1000 + 50 * 60)
-        schedule.rejected(first)  // an old token's rejection changes nothing
-        #expect(try schedule.token(now: 1000 + 50 * 60, sign: sign) == second)
-        schedule.rejected(second)
-        let third = try schedule.token(now: 1000 + 50 * 60, sign: sign)
-        #expect(third.issuedAt == second.issuedAt + 1)
-        #expect(signed == 3)
+        #expect(signer.issued == [1000, 1000 + 50 * 60])
+        #expect(schedule.signed == 2)
+    }
+
+    /// The runaway: one 403 for a token that 100 pushes carried, then 700 more pushes.
+    /// One replacement, stamped with the wall clock; never a token from the future.
+    @Test func oneRejectionBurstSignsOneReplacementWithTheWallClock() throws {
+        let signer = Signer(key)
+        var schedule = ProviderTokenSchedule()
+        let first = try schedule.token(now: 5000, sign: signer.sign)
+        for push in 0..<100 {
+            #expect(schedule.rejected(first, reason: "ExpiredProviderToken", now: 5000) == .resend)
+            let token = try schedule.token(now: 5000 + Int64(push / 50), sign: signer.sign)
+            #expect(token != first)
+            schedule.accepted(token)
+        }
+        for push in 0..<700 {
+            _ = try schedule.token(now: 5001 + Int64(push / 100), sign: signer.sign)
+        }
+        #expect(signer.issued == [5000, 5000])
+        #expect(schedule.health == .ok)
+    }
+
+    /// A replacement rejected too: the key is wrong. No new token for 20 minutes (APNs would
+    /// answer TooManyProviderTokenUpdates), one alert, pushes held; then one more try.
+    @Test func aRejectedReplacementHoldsPushesAndAlertsOnce() throws {
+        let signer = Signer(key)
+        var schedule = ProviderTokenSchedule()
+        let first = try schedule.token(now: 100, sign: signer.sign)
+        #expect(schedule.rejected(first, reason: "InvalidProviderToken", now: 100) == .resend)
+        let second = try schedule.token(now: 100, sign: signer.sign)
+        #expect(schedule.rejected(second, reason: "InvalidProviderToken", now: 101) == .hold(notBefore: 100 + 20 * 60, firstTime: true))
+        #expect(schedule.health == .failing(reason: "InvalidProviderToken", since: 101, until: 1300))
+        #expect(schedule.rejected(second, reason: "InvalidProviderToken", now: 102) == .hold(notBefore: 1300, firstTime: false))
+        #expect(schedule.rejected(first, reason: "InvalidProviderToken", now: 102) == .hold(notBefore: 1300, firstTime: false))
+        #expect(try schedule.token(now: 500, sign: signer.sign) == second)
+        #expect(signer.issued.count == 2)
+        // 20 minutes on, one more replacement is allowed; accepted, health is back.
+        #expect(schedule.rejected(second, reason: "InvalidProviderToken", now: 1300) == .resend)
+        let third = try schedule.token(now: 1300, sign: signer.sign)
+        schedule.accepted(third)
+        #expect(schedule.health == .ok)
+        #expect(signer.issued == [100, 100, 1300])
     }
 
     @Test func refreshAgeIsClampedToWhatAPNsAccepts() {
@@ -126,11 +171,15 @@ import Testing
         #expect(try JSONSerialization.jsonObject(with: Data(payload.utf8)) is [String: Any])
     }
 
-    @Test func apnsIDIsTheEventUUIDOrAStableUUIDMadeFromIt() {
-        #expect(PushPayload.apnsID(eventID: "019AB2C4-5D6E-7F80-9A1B-2C3D4E5F6A7B") == "019ab2c4-5d6e-7f80-9a1b-2c3d4e5f6a7b")
-        let derived = PushPayload.apnsID(eventID: "e1")
-        #expect(derived == PushPayload.apnsID(eventID: "e1"))
-        #expect(derived != PushPayload.apnsID(eventID: "e2"))
-        #expect(UUID(uuidString: derived) != nil)
+    /// Each request of a press has its own apns-id; a retry of one push keeps its own.
+    @Test func apnsIDIsOnePerPushAndStableAcrossRetries() {
+        let event = "019ab2c4-5d6e-7f80-9a1b-2c3d4e5f6a7b"
+        let tokens = (0..<200).map { String(repeating: String(format: "%02x", $0 % 256), count: 32) }
+        let ids = tokens.map { PushPayload.apnsID(eventID: event, token: $0) }
+        #expect(Set(ids).count == 200)
+        #expect(ids.allSatisfy { UUID(uuidString: $0) != nil && $0 == $0.lowercased() })
+        #expect(PushPayload.apnsID(eventID: event, token: tokens[0]) == ids[0])
+        #expect(PushPayload.apnsID(eventID: event, token: tokens[0].uppercased()) == ids[0])
+        #expect(PushPayload.apnsID(eventID: "another", token: tokens[0]) != ids[0])
     }
 }

@@ -153,11 +153,12 @@ enum StoreBackend: String, Sendable, CustomTestStringConvertible {
     }
 
     /// POSTs a v1-signed doorbell.pressed event, as the agent does.
-    func press(_ client: some TestClientProtocol, id: String, sequence: Int64 = 1) async throws -> (HTTPResponse.Status, [String: Any]) {
+    func press(_ client: some TestClientProtocol, id: String, sequence: Int64 = 1,
+               secret: String? = nil) async throws -> (HTTPResponse.Status, [String: Any]) {
         let body = #"{"id":"\#(id)","sequence":\#(sequence),"type":"doorbell.pressed","gateway_id":"gw-0001","occurred_at":"2026-11-23T18:00:00.000000Z","test":false,"device":{"id":"front-door","name":"Front door","radio":"rtl433"},"data":{"code":"91568f"}}"#
         let timestamp = String(Int64(Date().timeIntervalSince1970))
         let signature = SignatureVerifier.v1Signature(
-            secret: try WebhookSecret(parsing: secret), id: id, timestamp: timestamp, body: Array(body.utf8))
+            secret: try WebhookSecret(parsing: secret ?? self.secret), id: id, timestamp: timestamp, body: Array(body.utf8))
         var headers = HTTPFields()
         for (name, value) in [("webhook-id", id), ("webhook-timestamp", timestamp), ("webhook-signature", signature),
                               ("doorbell-gateway-id", "gw-0001"), ("content-type", "application/json")] {
@@ -166,6 +167,11 @@ enum StoreBackend: String, Sendable, CustomTestStringConvertible {
         return try await client.execute(uri: "/events", method: .post, headers: headers, body: ByteBuffer(string: body)) {
             ($0.status, (try? JSONSerialization.jsonObject(with: Data(String(buffer: $0.body).utf8)) as? [String: Any]) ?? [:])
         }
+    }
+
+    /// The event a logged APNs request was about (from its payload).
+    func eventID(of request: [String: Any]) -> String? {
+        ((request["payload"] as? [String: Any])?["doorbell"] as? [String: Any])?["event_id"] as? String
     }
 
     /// Waits (at most 60 s) until no delivery of `eventID` is pending.
@@ -257,7 +263,9 @@ enum StoreBackend: String, Sendable, CustomTestStringConvertible {
         #expect(headers["apns-topic"] == APNsTestServer.topic)
         #expect(headers["apns-push-type"] == "alert")
         #expect(headers["apns-priority"] == "10")
-        #expect(headers["apns-id"] == eventID)
+        let apnsIDs = requests.compactMap { ($0["headers"] as? [String: String])?["apns-id"] }
+        #expect(Set(apnsIDs).count == 200, "each request has its own apns-id")
+        #expect(!apnsIDs.contains(eventID))
         #expect(headers["apns-collapse-id"] == "ring-gw-0001:front-door")
         #expect(Int64(headers["apns-expiration"] ?? "") ?? 0 > Int64(Date().timeIntervalSince1970))
         let payload = try #require(sample["payload"] as? [String: Any])
@@ -269,6 +277,35 @@ enum StoreBackend: String, Sendable, CustomTestStringConvertible {
         let doorbell = try #require(payload["doorbell"] as? [String: Any])
         #expect(doorbell["event_id"] as? String == eventID)
         #expect(doorbell["gateway_id"] as? String == "gw-0001")
+    }
+
+    /// APNs revokes the provider token in the middle of a 200-phone fan-out (50 in flight): the
+    /// pushes refused with it are sent again with one replacement. Every phone rings once, and
+    /// no more than two JWTs are ever signed (the issue saw 753, up to 674 s in the future).
+    @Test(arguments: StoreBackend.available)
+    func aProviderTokenRejectedMidFanOutIsReplacedOnce(backend: StoreBackend) async throws {
+        let tokens = (0..<200).map { _ in randomDeviceToken() }
+        let apns = try APNsTestServer(script: ["default": ["status": 200], "reject_first_jwt_after": 60, "delay_ms": 5])
+        let cloud = try cloud(apns, backend: backend, concurrency: 50)
+        let eventID = "019ab2c4-5d6e-7f80-9a1b-2c3d4e5f6a40"
+        try await withFanOut(cloud) {
+            try await cloud.app.test(.router) { client in
+                let owner = try await household(client, guests: 0)[0]
+                for token in tokens { try await register(client, token, account: owner.token) }
+                #expect(try await press(client, id: eventID).1["pushes"] as? Int == 200)
+                let rows = try await settled(eventID, cloud.store)
+                #expect(rows.filter { $0.state == .delivered }.count == 200)
+            }
+        }
+        let requests = try apns.processed()
+        let ok = requests.filter { $0["status"] as? Int == 200 }.compactMap { $0["token"] as? String }
+        #expect(ok.count == 200, "every phone rang exactly once")
+        #expect(Set(ok) == Set(tokens))
+        #expect(requests.contains { $0["reason"] as? String == "ExpiredProviderToken" }, "the token was revoked mid-way")
+        let jwts = Set(requests.compactMap { $0["jwt_id"] as? String })
+        #expect(jwts.count == 2, "one replacement for the whole burst: \(jwts.count) JWTs")
+        let now = Int(Date().timeIntervalSince1970)
+        #expect(requests.compactMap { $0["jwt_iat"] as? Int }.allSatisfy { $0 <= now }, "no token from the future")
     }
 
     /// GOAWAY after 30 streams while up to 50 are in flight: the unprocessed ones are sent again
@@ -353,7 +390,7 @@ enum StoreBackend: String, Sendable, CustomTestStringConvertible {
                 #expect(try cloud.store.phone(token: badOnce) == nil)
             }
         }
-        let requests = try apns.processed().filter { $0["apns_id"] as? String == first }
+        let requests = try apns.processed().filter { eventID(of: $0) == first }
         func count(_ token: String) -> Int { requests.filter { $0["token"] as? String == token }.count }
         #expect(count(tooLarge) == 1, "PayloadTooLarge is never retried")
         #expect(count(notForTopic) == 1, "DeviceTokenNotForTopic is never retried")
@@ -361,8 +398,8 @@ enum StoreBackend: String, Sendable, CustomTestStringConvertible {
         #expect(count(flaky) == 3)
         let expired = requests.filter { $0["reason"] as? String == "ExpiredProviderToken" }
         #expect(expired.count == 1)
-        let issued = Set(requests.compactMap { $0["jwt_iat"] as? Int })
-        #expect(issued.count >= 2, "a new provider token was signed after ExpiredProviderToken")
+        let issued = Set(requests.compactMap { $0["jwt_id"] as? String })
+        #expect(issued.count == 2, "a new provider token was signed after ExpiredProviderToken")
     }
 
     /// A phone reports entering a beacon region: it gets the message its owner set, once per interval.
@@ -431,15 +468,42 @@ enum StoreBackend: String, Sendable, CustomTestStringConvertible {
         }
     }
 
-    /// Events of a gateway nobody enrolled are refused with a message that says what to do.
-    @Test func unenrolledGatewayIsRefused() async throws {
+    /// Events of a gateway nobody enrolled are refused exactly like events signed with a wrong
+    /// key, after the same checks: whether a gateway id is enrolled cannot be probed.
+    @Test func unenrolledGatewayCannotBeToldFromABadSignature() async throws {
         let apns = try APNsTestServer(script: ["default": ["status": 200]])
         let cloud = try cloud(apns)
         try await cloud.app.test(.router) { client in
-            let (status, json) = try await press(client, id: "019ab2c4-5d6e-7f80-9a1b-2c3d4e5f6a20")
-            #expect(status == .unauthorized)
-            #expect(json["error"] as? String == "unknown_gateway")
-            #expect((json["reason"] as? String)?.contains("POST /gateways") == true)
+            let unknown = try await press(client, id: "019ab2c4-5d6e-7f80-9a1b-2c3d4e5f6a20")
+            _ = try await household(client, guests: 0)
+            let wrongKey = try await press(client, id: "019ab2c4-5d6e-7f80-9a1b-2c3d4e5f6a20",
+                                           secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+            #expect(unknown.0 == .unauthorized)
+            #expect(unknown.0 == wrongKey.0)
+            #expect(unknown.1["error"] as? String == "bad_signature")
+            #expect(unknown.1["error"] as? String == wrongKey.1["error"] as? String)
+            #expect(unknown.1["reason"] as? String == wrongKey.1["reason"] as? String)
+            #expect((unknown.1["reason"] as? String)?.contains("POST /gateways") == true)
+        }
+        await cloud.client.shutdown()
+    }
+
+    /// The same event id again with another body: answered as a duplicate (the agent must not
+    /// retry it for ever), the first body kept, and counted where an operator looks.
+    @Test func aConflictingBodyUnderAStoredIdIsCounted() async throws {
+        let apns = try APNsTestServer(script: ["default": ["status": 200]])
+        let cloud = try cloud(apns)
+        let id = "019ab2c4-5d6e-7f80-9a1b-2c3d4e5f6a21"
+        try await cloud.app.test(.router) { client in
+            _ = try await household(client, guests: 0)
+            #expect(try await press(client, id: id).1["status"] as? String == "accepted")
+            #expect(try await press(client, id: id).1["status"] as? String == "duplicate")
+            var health = try await call(client, .get, "/healthz", token: nil).1
+            #expect(health["conflicting_duplicates"] as? Int == 0, "\(health)")
+            #expect(try await press(client, id: id, sequence: 7).1["status"] as? String == "duplicate")
+            health = try await call(client, .get, "/healthz", token: nil).1
+            #expect(health["conflicting_duplicates"] as? Int == 1, "\(health)")
+            #expect(try cloud.store.event(id: id)?.sequence == 1, "the first body is kept")
         }
         await cloud.client.shutdown()
     }
@@ -459,6 +523,9 @@ enum StoreBackend: String, Sendable, CustomTestStringConvertible {
                 (.post, "/gateways", owner.token, #"{"id":"gw 2","secret":"whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD"}"#, .badRequest, "gateway id"),
                 (.post, "/gateways", owner.token, #"{"id":"gw-2","public_key":"not-a-key"}"#, .badRequest, "Ed25519"),
                 (.post, "/gateways", owner.token, #"{"id":5}"#, .badRequest, "'id'"),
+                // APNs tokens are 32 bytes: 66 or 200 hex digits are refused.
+                (.put, "/phones/\(randomDeviceToken())ab", owner.token, #"{"environment":"sandbox","bundle_id":"com.example.doorbell"}"#, .badRequest, "64 hex digits"),
+                (.put, "/phones/\(String(repeating: "ab", count: 100))", owner.token, #"{"environment":"sandbox","bundle_id":"com.example.doorbell"}"#, .badRequest, "64 hex digits"),
                 (.put, "/phones/xyz", owner.token, #"{"environment":"sandbox","bundle_id":"com.example.doorbell"}"#, .badRequest, "hex"),
                 (.put, "/phones/\(randomDeviceToken())", owner.token, #"{"environment":"staging","bundle_id":"com.example.doorbell"}"#, .badRequest, "sandbox"),
                 (.put, "/phones/\(randomDeviceToken())", owner.token, #"{"environment":"sandbox","bundle_id":"com.other.app"}"#, .badRequest, "com.example.doorbell"),
