@@ -7,6 +7,10 @@
 // forwarded press is counted (and reported with the next forwarded one) but not forwarded.
 // State is per device, so two buttons interleaving never confuse each other.
 //
+// Buttons that announce each press as one message (BTHome: a new packet id is a new press) go
+// through `observeDiscrete`: no burst to merge, but the same cooldown, counters and `suppressed`
+// as RF, so `cooldown_ms` means the same on both radios.
+//
 // Pure: time comes in with each frame (microseconds, any monotonic origin).
 
 public struct ButtonTracker: Sendable {
@@ -60,14 +64,7 @@ public struct ButtonTracker: Sendable {
 
     public mutating func observe(device: String, at rawTime: Int64) -> Output? {
         counters.frames += 1
-        guard var state = devices[device] else {
-            makeRoom(now: rawTime)
-            counters.presses += 1
-            counters.forwarded += 1
-            devices[device] = DeviceState(pressStartedAt: rawTime, lastFrameAt: rawTime, pressForwarded: true,
-                                          heldEmitted: false, lastForwardedAt: rawTime, suppressedSinceForward: 0)
-            return .pressed(device: device, at: rawTime, suppressed: 0)
-        }
+        guard var state = devices[device] else { return firstPress(device: device, at: rawTime) }
         // A clock that steps back (replays of several files) must not split or merge presses oddly.
         let at = max(rawTime, state.lastFrameAt)
         defer { devices[device] = state }
@@ -82,9 +79,41 @@ public struct ButtonTracker: Sendable {
             return nil
         }
 
+        state.lastFrameAt = at
+        return newPress(&state, device: device, at: at)
+    }
+
+    /// One press that the button reported as one message. `continuation` is a press still going
+    /// (BTHome hold_press): it follows its press, forwarded as `held` only if that press was.
+    public mutating func observeDiscrete(device: String, at rawTime: Int64, continuation: Bool = false) -> Output? {
+        counters.frames += 1
+        guard var state = devices[device] else { return firstPress(device: device, at: rawTime) }
+        let at = max(rawTime, state.lastFrameAt)
+        defer { devices[device] = state }
+        state.lastFrameAt = at
+        if continuation {
+            // Once per press, like a long RF burst: later hold packets of the same press add nothing.
+            guard state.pressForwarded, !state.heldEmitted else { return nil }
+            state.heldEmitted = true
+            counters.held += 1
+            return .held(device: device, at: at, pressStartedAt: state.pressStartedAt)
+        }
+        return newPress(&state, device: device, at: at)
+    }
+
+    private mutating func firstPress(device: String, at: Int64) -> Output {
+        makeRoom(now: at)
+        counters.presses += 1
+        counters.forwarded += 1
+        devices[device] = DeviceState(pressStartedAt: at, lastFrameAt: at, pressForwarded: true,
+                                      heldEmitted: false, lastForwardedAt: at, suppressedSinceForward: 0)
+        return .pressed(device: device, at: at, suppressed: 0)
+    }
+
+    /// A press that is not part of the previous one: forwarded, or counted within the cooldown.
+    private mutating func newPress(_ state: inout DeviceState, device: String, at: Int64) -> Output? {
         counters.presses += 1
         state.pressStartedAt = at
-        state.lastFrameAt = at
         state.heldEmitted = false
         if let last = state.lastForwardedAt, at - last < settings.cooldownMicros {
             state.pressForwarded = false

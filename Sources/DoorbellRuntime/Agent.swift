@@ -69,7 +69,8 @@ public final class Agent: @unchecked Sendable {
         pipeline = Locked(RFPipeline(radio: "rtl433", directory: DeviceDirectory(devices: config.devices), settings: config.button))
         ookPipeline = Locked(Self.makeOOKPipeline(config))
         blePipeline = Locked(BLEPipeline(devices: config.devices, regions: config.regions,
-                                         memory: Self.loadBLEMemory(config.paths.stateDir + "/ble-buttons.json", log: log)))
+                                         memory: Self.loadBLEMemory(config.paths.stateDir + "/ble-buttons.json", log: log),
+                                         button: config.button))
     }
 
     func makeBLERadio(_ config: AgentConfig) -> BLERadio? {
@@ -277,9 +278,9 @@ public final class Agent: @unchecked Sendable {
         if new.devices != old.devices || new.button != old.button || new.ook != old.ook {
             ookPipeline.withLock { $0 = Self.makeOOKPipeline(new) }
         }
-        if new.devices != old.devices || new.regions != old.regions {
+        if new.devices != old.devices || new.regions != old.regions || new.button != old.button {
             let memory = blePipeline.snapshot.buttons.memory
-            blePipeline.withLock { $0 = BLEPipeline(devices: new.devices, regions: new.regions, memory: memory) }
+            blePipeline.withLock { $0 = BLEPipeline(devices: new.devices, regions: new.regions, memory: memory, button: new.button) }
         }
         if new.ble != old.ble {
             bleRadio?.stop()
@@ -520,10 +521,7 @@ public final class Agent: @unchecked Sendable {
                                clockSynced: Clocks.isWallClockSynchronized(config.clock))
         let events: [AgentEvent]
         if device.radio == "ble" {
-            var e = AgentEvent(type: .doorbellPressed, device: DeviceRef(id: device.id, name: device.name, radio: "ble"),
-                               occurredAtMicros: time.wallMicros, clockSynced: time.clockSynced, test: true, data: .object([("injected", .bool(true))]))
-            e.monotonicMicros = time.monoMicros
-            events = [e]
+            events = blePipeline.withLock { $0.inject(device: device, at: time) }
         } else if device.radio == "ook" {
             events = ookPipeline.withLock { $0.inject(device: device, at: time) }
         } else {
@@ -698,7 +696,7 @@ public final class Agent: @unchecked Sendable {
             m.add("doorbell_events_total", "counter", "Events created, by type.", Double(c.eventsByType[type.rawValue] ?? 0), labels: [("type", type.rawValue)])
         }
         m.add("doorbell_presses_suppressed_total", "counter", "Presses within the cooldown, counted but not forwarded.",
-              Double(p.tracker.counters.suppressed + o.rf.tracker.counters.suppressed))
+              Double(p.tracker.counters.suppressed + o.rf.tracker.counters.suppressed + blePipeline.snapshot.tracker.counters.suppressed))
         if let s = try? outbox.stats() {
             m.add("doorbell_outbox_depth", "gauge", "Events waiting for delivery.", Double(s.depth))
             let age = s.oldestCreatedAtMs.map { max(0, Double(Clocks.wallMicros() / 1000 - $0) / 1000) } ?? 0
@@ -815,6 +813,12 @@ public final class Agent: @unchecked Sendable {
                 ("downgrades_refused", .number(Double(c.downgradesRefused))), ("inside", .array(bp.presence.inside.map(JSONValue.string))),
                 ("restarts", .number(Double(r.restarts))), ("last_error", r.lastError.map(JSONValue.string) ?? .null),
             ]
+            let mono = Clocks.monotonicMicros()
+            let hold = bp.presence.exitsOnHold(at: mono, radioHealthy: !degraded)
+            members.append(("presence", .object([("clock", .string(hold == nil ? "running" : "paused")),
+                                                 ("silent_s", .number(Double(bp.presence.silenceMicros(at: mono) / 1_000_000))),
+                                                 ("exits_on_hold", hold.map(JSONValue.string) ?? .null)])))
+            if let hold, !bp.presence.inside.isEmpty, !degraded, r.state == .running { problems.append("presence: \(hold)") }
             if let info = ble.controller.snapshot {
                 members.append(("controller", .object([("hci_version", .number(Double(info.hciVersion))), ("manufacturer", .number(Double(info.manufacturer))),
                                                        ("extended_scan", .bool(info.extendedScan))])))
@@ -881,8 +885,8 @@ public final class Agent: @unchecked Sendable {
                                ("now", .string(RFC3339.format(micros: now)))])),
             ("radios", .array(radios)),
             ("events", .object(events)),
-            ("presses", .object([("forwarded", .number(Double(p.tracker.counters.forwarded + o.rf.tracker.counters.forwarded))),
-                                 ("suppressed", .number(Double(p.tracker.counters.suppressed + o.rf.tracker.counters.suppressed)))])),
+            ("presses", .object([("forwarded", .number(Double(p.tracker.counters.forwarded + o.rf.tracker.counters.forwarded + bp.tracker.counters.forwarded))),
+                                 ("suppressed", .number(Double(p.tracker.counters.suppressed + o.rf.tracker.counters.suppressed + bp.tracker.counters.suppressed)))])),
             ("unknown_transmitters", .array(Array(unknown))),
             ("outbox", .object(outboxJSON)),
             ("uplink", uplinkJSON),

@@ -104,7 +104,7 @@ extension DoorbellAgentCommand {
             let cfg = try config.map(loadConfig)
             var ook = OOKPipeline(directory: cfg.map { DeviceDirectory(devices: $0.devices) }, button: cfg?.button ?? ButtonTracker.Settings(),
                                   decoder: cfg?.ook?.decoder ?? OOKDecoder.Settings(), glitchMicros: Int64(cfg?.ook?.glitchMicros ?? 80))
-            var ble = BLEPipeline(devices: cfg?.devices ?? [], regions: cfg?.regions ?? [])
+            var ble = BLEPipeline(devices: cfg?.devices ?? [], regions: cfg?.regions ?? [], button: cfg?.button ?? ButtonTracker.Settings())
             ble.learnAll = cfg == nil
             var pipeline = RFPipeline(radio: "rtl433", directory: cfg.map { DeviceDirectory(devices: $0.devices) },
                                       settings: cfg?.button ?? ButtonTracker.Settings())

@@ -217,10 +217,13 @@ struct PresenceTrackerTests {
         for i in 0..<10 { out += t.observe(Self.beacon, rssi: -60, at: Int64(i) * 100_000) }
         #expect(out.count == 2, "the two matching regions, once each: \(out)")
         #expect(t.inside == ["door", "site"])
-        #expect(t.tick(at: 20_000_000, radioHealthy: true).isEmpty)
-        // The air is still heard (another advertiser) but not the beacon: it left.
-        t.heardSomething(at: 25_000_000)
-        let exits = t.tick(at: 31_000_000, radioHealthy: true)
+        // The air is still heard (another advertiser, every second) but not the beacon: it left.
+        var exits: [PresenceTracker.Output] = []
+        for second in 1...31 {
+            t.heardSomething(at: Int64(second) * 1_000_000)
+            exits += t.tick(at: Int64(second) * 1_000_000, radioHealthy: true)
+            if second < 30 { #expect(exits.isEmpty, "left early, at \(second) s") }
+        }
         #expect(exits.count == 2)
         // Entered at the third sighting (0.2 s), last seen at 0.9 s.
         if case let .exited(_, _, _, dwell, reason) = exits.first { #expect(dwell == 700_000 && reason == "timeout") }
@@ -234,10 +237,96 @@ struct PresenceTrackerTests {
         #expect(t.tick(at: 121_000_000, radioHealthy: true).isEmpty)
         // Healthy again but the scanner has heard nothing since: still no departure.
         #expect(t.tick(at: 151_000_000, radioHealthy: true).isEmpty)
-        t.heardSomething(at: 152_000_000)
-        #expect(t.tick(at: 152_000_000, radioHealthy: true).count == 1)
+        // Reports resume without the beacon: it leaves once its timeout has passed on live time.
+        var exits: [PresenceTracker.Output] = []
+        for second in 152...190 {
+            t.heardSomething(at: Int64(second) * 1_000_000)
+            exits += t.tick(at: Int64(second) * 1_000_000, radioHealthy: true)
+            if second < 152 + 25 { #expect(exits.isEmpty, "left at \(second) s, before its timeout on live time") }
+        }
+        #expect(exits.count == 1)
     }
 
+    /// The scenario that went wrong: everything heard, then 40 s in which the controller delivers
+    /// nothing at all (shorter than stall_s, so the radio is never degraded), then reports again.
+    @Test func fortySecondsOfSilenceIsNotADeparture() {
+        var t = PresenceTracker(regions: [region("door")])
+        var out: [PresenceTracker.Output] = []
+        var now: Int64 = 0
+        func air(until end: Int64) {
+            while now < end {
+                now += 250_000
+                t.heardSomething(at: now) // noise from other advertisers
+                if now % 1_000_000 == 0 { out += t.observe(Self.beacon, rssi: -60, at: now) }
+                out += t.tick(at: now, radioHealthy: true)
+            }
+        }
+        air(until: 10_000_000)
+        #expect(t.inside == ["door"])
+        for _ in 0..<40 { now += 1_000_000; out += t.tick(at: now, radioHealthy: true) }
+        #expect(t.exitsOnHold(at: now, radioHealthy: true)?.contains("40 s") == true)
+        air(until: now + 20_000_000)
+        #expect(out.count == 1, "one arrival and nothing else: \(out)")
+        #expect(t.exitsOnHold(at: now, radioHealthy: true) == nil)
+    }
+
+    /// Times of one scenario, in µs: the beacon advertises every `interval` (present before and
+    /// after a stall that begins at `stallStart` and lasts `stallLength`); other advertisers are
+    /// heard every 200 ms outside the stall; ticks once a second throughout.
+    static func runStall(interval: Int64, stallStart: Int64, stallLength: Int64, beaconLeavesAt: Int64?, end: Int64,
+                         region r: BeaconRegion) -> (outputs: [(Int64, PresenceTracker.Output)], tracker: PresenceTracker) {
+        var t = PresenceTracker(regions: [r])
+        var out: [(Int64, PresenceTracker.Output)] = []
+        var now: Int64 = 0
+        while now <= end {
+            let silent = now >= stallStart && now < stallStart + stallLength
+            if !silent {
+                if now % 200_000 == 0 { t.heardSomething(at: now) }
+                if now % interval == 0, beaconLeavesAt.map({ now < $0 }) ?? true {
+                    out += t.observe(Self.beacon, rssi: -60, at: now).map { (now, $0) }
+                }
+            }
+            if now % 1_000_000 == 0 { out += t.tick(at: now, radioHealthy: true).map { (now, $0) } }
+            now += 100_000
+        }
+        return (out, t)
+    }
+
+    @Test func noStallOfAnyLengthAtAnyMomentMakesAPresentBeaconLeave() async {
+        // Beacons advertise every 0.1–2 s; stalls of 0–600 s start anywhere in the first minute.
+        await propertyCheck(input: Gen.int(in: 1...20), Gen.int(in: 5...600), Gen.int(in: 0...6_000)) { interval, start, length in
+            let r = region("door")
+            let stallStart = Int64(start) * 100_000
+            let stallLength = Int64(length) * 100_000
+            let (out, _) = Self.runStall(interval: Int64(interval) * 100_000, stallStart: stallStart, stallLength: stallLength,
+                                         beaconLeavesAt: nil, end: stallStart + stallLength + 60_000_000, region: r)
+            let kinds = out.map { if case .entered = $0.1 { "entered" } else { "exited" } }
+            #expect(kinds == ["entered"], "interval \(interval * 100) ms, stall \(start * 100) ms + \(length * 100) ms: \(out)")
+        }
+    }
+
+    @Test func aBeaconThatLeftDuringAStallExitsOnceOnLiveTime() async {
+        await propertyCheck(input: Gen.int(in: 1...10), Gen.int(in: 100...600), Gen.int(in: 100...3_000), Gen.int(in: 0...100)) { interval, start, length, leaveAt in
+            let r = region("door")
+            let stallStart = Int64(start) * 100_000
+            let stallLength = Int64(length) * 100_000
+            // It stops advertising at some moment of the stall.
+            let leaves = stallStart + stallLength * Int64(leaveAt) / 100
+            let resumed = stallStart + stallLength
+            let (out, t) = Self.runStall(interval: Int64(interval) * 100_000, stallStart: stallStart, stallLength: stallLength,
+                                         beaconLeavesAt: leaves, end: resumed + 60_000_000, region: r)
+            let exits = out.filter { if case .exited = $0.1 { true } else { false } }
+            #expect(exits.count == 1, "\(out)")
+            guard let (at, _) = exits.first else { return }
+            #expect(at >= resumed, "exited during the stall")
+            // Its last sighting was before the stall, so at most the silence grace of the stall
+            // counts: the timeout runs on live time after reports resume.
+            let lastSighting = (stallStart - 1) / (Int64(interval) * 100_000) * (Int64(interval) * 100_000)
+            let liveBefore = stallStart - lastSighting + PresenceTracker.silenceGraceMicros
+            #expect(at - resumed + liveBefore >= r.exitTimeoutMicros, "exited at \(at), before its timeout on live time")
+            #expect(t.inside.isEmpty)
+        }
+    }
     @Test func weakSignalLeavesWithHysteresis() {
         var t = PresenceTracker(regions: [region("door")])
         var out: [PresenceTracker.Output] = []

@@ -13,7 +13,7 @@ struct OOKDecoderTests {
     static let recordings: String = {
         let here = #filePath
         var root = String(here[..<(here.range(of: "/Tests/")?.lowerBound ?? here.endIndex)])
-        root += "/../shared/testdata/rf/recordings"
+        root += "/Tests/Fixtures/rf-recordings"
         return root
     }()
 

@@ -64,4 +64,43 @@ final class ActionTests: XCTestCase {
         XCTAssertTrue(agent.stderr.contains("relay not found"), "action stderr goes to the log")
         XCTAssertEqual(agentStatus(socket)?["health"]?.stringValue, "degraded")
     }
+
+    /// The RF side of the cooldown rule (BLERadioTests has the BLE side): presses 0.7 s and
+    /// 1.1 s after a forwarded one are counted, not forwarded, and do not ring the chime.
+    func testRFPressesWithinTheCooldownAreCountedNotForwardedAndDoNotRing() throws {
+        try requireFile(Paths.agentBinary, "doorbell-agent")
+        let dir = try TempDir()
+        let socket = dir.file("control.sock")
+        let receiver = try ScriptedReceiver(dir: dir, ["--script", "200"])
+        defer { receiver.stop() }
+        let secret = try webhookSecret(dir)
+        let chime = try ChimeRecorder(dir)
+        // Each press is a burst of code words 50 ms apart, as a transmitter repeats its code.
+        let radio = try dir.write("rtl433.sh", """
+        #!/bin/sh
+        press() { for i in 1 2 3 4; do echo '{"model" : "EV1527", "code" : 5913745}'; sleep 0.05; done; }
+        sleep 1; press; sleep 0.55; press; sleep 0.95; press; sleep 2.6; press
+        echo done > \(dir.file("radio-done"))
+        exec sleep 600
+        """)
+        chmod(radio, 0o755)
+        let config = try dir.write("agent.toml", agentConfig(stateDir: dir.file("state"), socket: socket,
+                                                             radio: "[radio.rtl433]\nbinary = \"\(radio)\"",
+                                                             devices: [("front-door", "{ code = 5913745 }")],
+                                                             url: receiver.url, caFile: receiver.caFile, secretFile: secret,
+                                                             extra: chime.toml))
+        let agent = try startAgent(dir, config: config, socket: socket)
+        defer { agent.stop() }
+        eventually(30, "all presses sent and delivered") {
+            FileManager.default.fileExists(atPath: dir.file("radio-done")) && agentStatus(socket)?["outbox"]?["depth"]?.intValue == 0
+                && (agentStatus(socket)?["presses"]?["forwarded"]?.intValue ?? 0) >= 2
+        }
+        let bodies = receiver.requests.compactMap { try? JSONReader.parse($0["body"]?.stringValue ?? "") }
+        XCTAssertEqual(bodies.compactMap { $0["type"]?.stringValue }, ["doorbell.pressed", "doorbell.pressed"], agent.stderr.suffix(2000).description)
+        XCTAssertEqual(bodies.compactMap { $0["data"]?["suppressed"]?.intValue }, [0, 2])
+        XCTAssertEqual(agentStatus(socket)?["presses"]?["suppressed"]?.intValue, 2)
+        eventually(10, "two chimes") { chime.rings.count == 2 }
+        usleep(500_000)
+        XCTAssertEqual(chime.rings.count, 2)
+    }
 }

@@ -3,19 +3,17 @@ import DoorbellRuntime
 import Foundation
 import XCTest
 
-/// The BLE radio against a virtual controller (Bumble, ../shared/tools/ble/virtual_radio.py) over
+/// The BLE radio against a virtual controller (Bumble, Tests/helpers/ble/virtual_radio.py) over
 /// H4/TCP: the agent brings the controller up itself, scans, and its events are compared with the
 /// scenario's ground truth.
 final class BLERadioTests: XCTestCase {
-    static let virtualRadio = Paths.shared + "/tools/ble/virtual_radio.py"
+    static let virtualRadio = Paths.repoRoot + "/Tests/helpers/ble/virtual_radio.py"
     static let python = Paths.repoRoot + "/.venv/bin/python"
     static let bindkey: [UInt8] = [0x23, 0x1D, 0x39, 0xC1, 0xD7, 0xCC, 0x1A, 0xB1, 0xAE, 0xE2, 0x24, 0xCD, 0x09, 0x6D, 0xB9, 0x32]
     static let gate: [UInt8] = [0xC0, 0x11, 0x22, 0x33, 0x44, 0x03]
 
     func requireHarness() throws {
-        guard FileManager.default.fileExists(atPath: Self.virtualRadio) else {
-            throw XCTSkip("SKIPPED: ../shared/tools/ble not found (run from a checkout with ../shared beside it)")
-        }
+        try requireFile(Self.virtualRadio, "the virtual controller")
         guard FileManager.default.isExecutableFile(atPath: Self.python) else {
             throw XCTSkip("SKIPPED: .venv missing; make test creates it (scripts/venv.sh installs bumble)")
         }
@@ -110,6 +108,10 @@ final class BLERadioTests: XCTestCase {
         enter_rssi = -80
         min_samples = 2
         exit_timeout_s = 2
+
+        # Every press of the ground truth (they are 1.5 s apart); the cooldown has its own test.
+        [tracker.button]
+        cooldown_ms = 0
         """
         let config = try dir.write("agent.toml", agentConfig(stateDir: dir.file("state"), socket: socket, radio: ble, devices: [],
                                                              url: receiver.url, caFile: receiver.caFile, secretFile: secret))
@@ -162,8 +164,9 @@ final class BLERadioTests: XCTestCase {
          "advertisers": [{"id": "button", "kind": "bthome_button", "address": "C0:11:22:33:44:02", "battery": 60, "initial_packet_id": 10}],
          "events": [
            {"t": 1.5, "id": "button", "action": "press", "duration": 0.6, "event": "press"},
-           {"t": 3.0, "id": "button", "action": "press", "duration": 0.6, "event": "triple_press"}]}
+           {"t": 5.0, "id": "button", "action": "press", "duration": 0.6, "event": "triple_press"}]}
         """
+        // The presses are further apart than the cooldown (3 s), live and in the replay.
         let radio = try startRadio(dir, scenario: scenario)
         defer { radio.child.stop() }
         let socket = dir.file("control.sock")
@@ -181,7 +184,7 @@ final class BLERadioTests: XCTestCase {
         let agent = try startAgent(dir, config: config, socket: socket)
         defer { agent.stop() }
         let out = dir.file("capture.btsnoop")
-        let r = try runCommand(Paths.agentctlBinary, ["capture", "--seconds", "6", "--out", out, "--socket", socket])
+        let r = try runCommand(Paths.agentctlBinary, ["capture", "--seconds", "8", "--out", out, "--socket", socket])
         XCTAssertEqual(r.status, 0, r.stderr)
         XCTAssertTrue(r.stdout.contains("HCI packet(s)"), r.stdout)
         let live = agentStatus(socket)?["events"]
@@ -291,6 +294,118 @@ final class BLERadioTests: XCTestCase {
         // The beacon went quiet with the controller: no departure while the radio is degraded.
         XCTAssertEqual(s?["events"]?["beacon.exited"]?.intValue, 0)
         XCTAssertTrue(agent.stderr.contains("radio.ble_stalled"))
+    }
+
+    func testBLEPressesWithinTheCooldownAreCountedNotForwardedAndDoNotRing() throws {
+        try requireHarness()
+        let dir = try TempDir()
+        // A visitor pressing again 0.7 s and 1.1 s later, then once more after the cooldown
+        // (default cooldown_ms = 3000, as for RF buttons).
+        let scenario = """
+        {"name": "cooldown",
+         "advertisers": [
+           {"id": "button", "kind": "bthome_button", "address": "C0:11:22:33:44:02", "battery": 80, "initial_packet_id": 10},
+           {"id": "noise", "kind": "noise_mfr", "address": "CA:58:B7:91:F1:D8"}],
+         "events": [
+           {"t": 0.0, "id": "noise", "action": "on", "duration": 8.0},
+           {"t": 1.0, "id": "button", "action": "press", "duration": 0.3, "event": "press"},
+           {"t": 1.7, "id": "button", "action": "press", "duration": 0.3, "event": "press"},
+           {"t": 2.8, "id": "button", "action": "press", "duration": 0.3, "event": "press"},
+           {"t": 5.5, "id": "button", "action": "press", "duration": 0.3, "event": "press"}]}
+        """
+        let radio = try startRadio(dir, scenario: scenario)
+        defer { radio.child.stop() }
+        let socket = dir.file("control.sock")
+        let receiver = try ScriptedReceiver(dir: dir, ["--script", "200"])
+        defer { receiver.stop() }
+        let secret = try webhookSecret(dir)
+        let chime = try ChimeRecorder(dir)
+        let ble = """
+        [radio.ble]
+        transport = "tcp"
+        address = "127.0.0.1:\(radio.port)"
+
+        [[device]]
+        id = "side-door"
+        radio = "ble"
+        match = { address = "C0:11:22:33:44:02" }
+        \(chime.toml)
+        """
+        let config = try dir.write("agent.toml", agentConfig(stateDir: dir.file("state"), socket: socket, radio: ble, devices: [],
+                                                             url: receiver.url, caFile: receiver.caFile, secretFile: secret))
+        let agent = try startAgent(dir, config: config, socket: socket)
+        defer { agent.stop() }
+        eventually(40, "scenario over and delivered") {
+            truth(radio.truth).contains { $0["action"]?.stringValue == "scenario_end" } && agentStatus(socket)?["outbox"]?["depth"]?.intValue == 0
+        }
+        XCTAssertEqual(truth(radio.truth).filter { $0["action"]?.stringValue == "press" }.count, 4)
+        let bodies = receiver.requests.compactMap { try? JSONReader.parse($0["body"]?.stringValue ?? "") }
+        let presses = bodies.filter { $0["device"]?["id"]?.stringValue == "side-door" }
+        XCTAssertEqual(presses.compactMap { $0["type"]?.stringValue }, ["doorbell.pressed", "doorbell.pressed"], agent.stderr.suffix(2000).description)
+        XCTAssertEqual(presses.compactMap { $0["data"]?["suppressed"]?.intValue }, [0, 2])
+        let status = agentStatus(socket)
+        XCTAssertEqual(status?["presses"]?["suppressed"]?.intValue, 2)
+        XCTAssertEqual(status?["presses"]?["forwarded"]?.intValue, 2)
+        // The chime rings for what is forwarded, the same rule as RF: two rings, not four.
+        eventually(10, "two chimes") { chime.rings.count == 2 }
+        usleep(500_000)
+        XCTAssertEqual(chime.rings.count, 2)
+    }
+
+    func testAScannerSilenceShorterThanStallIsNotADeparture() throws {
+        try requireHarness()
+        let dir = try TempDir()
+        // A beacon that stays; the controller delivers nothing at all for 10 s (stall_s is 60, so
+        // the radio never turns degraded); noise was heard after the beacon's last sighting.
+        let scenario = """
+        {"name": "silence",
+         "advertisers": [
+           {"id": "beacon", "kind": "ibeacon", "address": "C0:11:22:33:44:01", "uuid": "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0",
+            "major": 1, "minor": 2, "measured_power": -59, "rssi": -55, "interval_ms": 100},
+           {"id": "noise", "kind": "noise_mfr", "address": "CA:58:B7:91:F1:D8"}],
+         "events": [
+           {"t": 0.0, "id": "noise", "action": "on", "duration": 4.0},
+           {"t": 0.5, "id": "beacon", "action": "on", "duration": 3.0},
+           {"t": 14.0, "id": "beacon", "action": "on", "duration": 4.0},
+           {"t": 14.0, "id": "noise", "action": "on", "duration": 18.0}]}
+        """
+        let radio = try startRadio(dir, scenario: scenario)
+        defer { radio.child.stop() }
+        let socket = dir.file("control.sock")
+        let config = try dir.write("agent.toml", """
+        \(agentHeader(dir, socket: socket))
+        [clock]
+        require_sync = false
+        [radio.ble]
+        transport = "tcp"
+        address = "127.0.0.1:\(radio.port)"
+        stall_s = 60
+        [[region]]
+        id = "porch"
+        uuid = "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0"
+        min_samples = 2
+        exit_timeout_s = 8
+        """)
+        let agent = try startAgent(dir, config: config, socket: socket)
+        defer { agent.stop() }
+        func ble() -> JSONValue? { agentStatus(socket)?["radios"]?.arrayValues?.first { $0["name"]?.stringValue == "ble" } }
+        eventually(20, "beacon entered") { (agentStatus(socket)?["events"]?["beacon.entered"]?.intValue ?? 0) == 1 }
+        eventually(20, "status says exits are on hold while nothing is heard") {
+            ble()?["presence"]?["exits_on_hold"]?.stringValue?.contains("heard no advert") ?? false
+        }
+        XCTAssertEqual(ble()?["presence"]?["clock"]?.stringValue, "paused")
+        XCTAssertEqual(ble()?["state"]?.stringValue, "running", "a silence shorter than stall_s is not degraded")
+        XCTAssertTrue((agentStatus(socket)?["problems"]?.arrayValues ?? []).contains { $0.stringValue?.contains("exit timeouts are paused") ?? false })
+        // Reports resume with the beacon still there; it then leaves for good while noise goes on.
+        eventually(40, "the beacon left, after its timeout on live time") {
+            (agentStatus(socket)?["events"]?["beacon.exited"]?.intValue ?? 0) >= 1
+        }
+        // It left while the air was heard (not during the silence, which the noise outlasts).
+        XCTAssertNil(ble()?["presence"]?["exits_on_hold"]?.stringValue)
+        eventually(40, "scenario over") { truth(radio.truth).contains { $0["action"]?.stringValue == "scenario_end" } }
+        let s = agentStatus(socket)
+        XCTAssertEqual(s?["events"]?["beacon.entered"]?.intValue, 1, "the silence made it leave and come back")
+        XCTAssertEqual(s?["events"]?["beacon.exited"]?.intValue, 1)
     }
 
     func testTheBaseStationAdvertisesExactlyItsConfiguredIBeacon() throws {

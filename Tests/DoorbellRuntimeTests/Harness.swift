@@ -11,8 +11,8 @@ enum Paths {
         for _ in 0..<3 { url.deleteLastPathComponent() }
         return url.path
     }()
-    static let shared = repoRoot + "/../shared"
-    static let recordings = shared + "/testdata/rf/recordings"
+    /// Copied in from the project's shared test set (licences and provenance in its MANIFEST.md).
+    static let recordings = repoRoot + "/Tests/Fixtures/rf-recordings"
     static let boardConf = repoRoot + "/board/common/rtl_433-doorbells.conf"
 
     static var agentBinary: String {
@@ -286,3 +286,28 @@ func agentHeader(_ dir: TempDir, socket: String, stateDir: String? = nil) -> Str
     control_socket = "\(socket)"
     """
 }
+
+/// A chime `[[action]]` whose every run leaves a file with the ringing device's id: how tests
+/// count rings. `toml` is the action's config.
+struct ChimeRecorder {
+    let folder: String
+    let toml: String
+
+    init(_ dir: TempDir) throws {
+        folder = dir.file("rings")
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        let script = try dir.write("chime.sh", "#!/bin/sh\necho \"$DOORBELL_DEVICE_ID\" > \(folder)/$$.txt\n")
+        chmod(script, 0o755)
+        toml = "\n[[action]]\nname = \"chime\"\nexec = [\"\(script)\"]\n"
+    }
+
+    /// The device id of each ring so far, in no particular order.
+    var rings: [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).compactMap {
+            try? String(contentsOfFile: folder + "/" + $0, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+    }
+}
+
+/// The receiver's signing secret, as the tests' receivers are started with it.
+func webhookSecret(_ dir: TempDir) throws -> String { try dir.write("g.whsec", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n") }

@@ -21,9 +21,6 @@ final class OOKRadioTests: XCTestCase {
     ]
 
     func requireRecordings() throws {
-        guard FileManager.default.fileExists(atPath: Paths.recordings) else {
-            throw XCTSkip("SKIPPED: ../shared/testdata/rf/recordings not found (run from a checkout with ../shared beside it)")
-        }
         try requireFile(Paths.agentBinary, "doorbell-agent")
     }
 
@@ -53,15 +50,12 @@ final class OOKRadioTests: XCTestCase {
         let socket = dir.file("control.sock")
         let receiver = try ScriptedReceiver(dir: dir, ["--script", "200"])
         defer { receiver.stop() }
-        let secret = try dir.write("g.whsec", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n")
-        let rings = dir.file("rings")
-        try FileManager.default.createDirectory(atPath: rings, withIntermediateDirectories: true)
-        let chime = try dir.write("chime.sh", "#!/bin/sh\necho \"$DOORBELL_DEVICE_ID\" > \(rings)/$$.txt\n")
-        chmod(chime, 0o755)
+        let secret = try webhookSecret(dir)
+        let chime = try ChimeRecorder(dir)
         // The .vcd files are the receiver pin's levels with exact gaps; each is one press.
         let files = Self.timelines.map { "\"\(Paths.recordings)/\($0).vcd\"" }.joined(separator: ", ")
         let radio = "[radio.ook]\nsource = \"replay\"\nreplay = [\(files)]\n\n" + devicesTOML()
-            + "\n[[action]]\nname = \"chime\"\nexec = [\"\(chime)\"]\n"
+            + chime.toml
         let config = try dir.write("agent.toml", agentConfig(stateDir: dir.file("state"), socket: socket, radio: radio, devices: [],
                                                              url: receiver.url, caFile: receiver.caFile, secretFile: secret))
         let agent = try startAgent(dir, config: config, socket: socket)
@@ -84,10 +78,8 @@ final class OOKRadioTests: XCTestCase {
         XCTAssertEqual(pir?["data"]?["tristate"]?.stringValue, "F1FFFFFFFFFF")
 
         // The chime ran once per press, before and whatever the delivery.
-        eventually(20, "eight chimes") { ((try? FileManager.default.contentsOfDirectory(atPath: rings)) ?? []).count == 8 }
-        let rang = try FileManager.default.contentsOfDirectory(atPath: rings)
-            .map { try String(contentsOfFile: rings + "/" + $0, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines) }
-        XCTAssertEqual(rang.sorted(), ["door-bell", "door-bell", "doorbell2", "ge-chime", "pir", "remote-arm", "remote-disarm", "surfou"])
+        eventually(20, "eight chimes") { chime.rings.count == 8 }
+        XCTAssertEqual(chime.rings.sorted(), ["door-bell", "door-bell", "doorbell2", "ge-chime", "pir", "remote-arm", "remote-disarm", "surfou"])
 
         let status = agentStatus(socket)
         let ook = ookStatus(socket)

@@ -10,7 +10,7 @@ final class PipelineIntegrationTests: XCTestCase {
         let match: String
     }
 
-    /// The shared RF test set (../shared/testdata/rf/recordings, see its MANIFEST.md): the 24-bit
+    /// The RF test set (Tests/Fixtures/rf-recordings, see its MANIFEST.md): the 24-bit
     /// words come from its independent analysis of each time line.
     static let recordings: [Recording] = [
         Recording(file: "rtl433tests__door_bell_01__gfile002_433.92M_250k.cu8", match: #"{ code = "0x91568F" }"#),
@@ -25,9 +25,6 @@ final class PipelineIntegrationTests: XCTestCase {
     ]
 
     func testEveryRecordingIsExactlyOnePressDeliveredAndVerified() throws {
-        guard FileManager.default.fileExists(atPath: Paths.recordings) else {
-            throw XCTSkip("SKIPPED: ../shared/testdata/rf/recordings not found (run from a checkout with ../shared beside it)")
-        }
         try requireFile(Paths.agentBinary, "doorbell-agent")
         let dir = try TempDir()
         let cloud = try CloudFixture(dir: dir)

@@ -16,9 +16,6 @@ final class ReplayCommandTests: XCTestCase {
     ]
 
     func testEachRecordingReplaysAsOnePressWithItsCode() throws {
-        guard FileManager.default.fileExists(atPath: Paths.recordings) else {
-            throw XCTSkip("SKIPPED: ../shared/testdata/rf/recordings not found")
-        }
         try requireFile(Paths.agentBinary, "doorbell-agent")
         for (file, code) in Self.expected {
             let r = try runCommand(Paths.agentBinary, ["replay", Paths.recordings + "/" + file])
@@ -31,9 +28,6 @@ final class ReplayCommandTests: XCTestCase {
     }
 
     func testFilesReplayAsSeparateRecordingsAndAConfigFiltersDevices() throws {
-        guard FileManager.default.fileExists(atPath: Paths.recordings) else {
-            throw XCTSkip("SKIPPED: ../shared/testdata/rf/recordings not found")
-        }
         let dir = try TempDir()
         let config = try dir.write("agent.toml", """
         gateway_id = "gw-replay"

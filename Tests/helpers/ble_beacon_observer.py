@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A host-facing virtual controller (H4 over TCP, from ../shared/tools/ble/virtual_radio.py) plus
+"""A host-facing virtual controller (H4 over TCP, from ble/virtual_radio.py beside this file) plus
 a second virtual controller on the same Bumble link that only scans: every advertisement the
 agent's controller puts on the air is written as a JSON line to --out, so a test can check the
 base station's own iBeacon byte for byte.
@@ -10,7 +10,7 @@ import argparse, asyncio, importlib.util, json, logging, os, sys, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 spec = importlib.util.spec_from_file_location(
-    "virtual_radio", os.path.join(HERE, "..", "..", "..", "shared", "tools", "ble", "virtual_radio.py"))
+    "virtual_radio", os.path.join(HERE, "ble", "virtual_radio.py"))
 vr = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(vr)
 

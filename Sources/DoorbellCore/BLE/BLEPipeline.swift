@@ -1,5 +1,7 @@
 // HCI advertising reports → events: AD walk, iBeacon and BTHome decoders, configured devices
-// (BTHome buttons by address, with their bindkeys) and beacon regions, then the trackers.
+// (BTHome buttons by address, with their bindkeys) and beacon regions, then the trackers. A new
+// BTHome packet id is one press; it then goes through the same ButtonTracker cooldown as RF
+// presses (`[tracker.button] cooldown_ms`), per button of a device.
 // Pure: every call carries its receive time and whether the radio is healthy.
 
 /// What `agentctl scan` lists. Raw bytes are kept and the text is made when asked: with
@@ -40,6 +42,8 @@ public struct BLEPipeline: Sendable {
     public let devices: [DeviceConfig]
     public private(set) var presence: PresenceTracker
     public private(set) var buttons: BTHomeButtonTracker
+    /// The cooldown, shared rule with RF (suppressed presses are counted, not forwarded).
+    public private(set) var tracker: ButtonTracker
     public private(set) var counters = Counters()
     /// Keyed by the 48-bit address: a report costs no string until something new is heard.
     public private(set) var heard: [UInt64: HeardAdvertiser] = [:]
@@ -47,7 +51,9 @@ public struct BLEPipeline: Sendable {
     public private(set) var lastProblem: String?
     public static let maxHeard = 128
 
-    public init(devices: [DeviceConfig], regions: [BeaconRegion], memory: [String: BTHomeButtonTracker.DeviceMemory] = [:]) {
+    public init(devices: [DeviceConfig], regions: [BeaconRegion], memory: [String: BTHomeButtonTracker.DeviceMemory] = [:],
+                button: ButtonTracker.Settings = ButtonTracker.Settings()) {
+        tracker = ButtonTracker(settings: button)
         self.devices = devices.filter { $0.radio == "ble" }
         for d in self.devices {
             for case let ("address", .text(text)) in d.match.fields {
@@ -104,6 +110,20 @@ public struct BLEPipeline: Sendable {
 
     public mutating func radioRecovered(at time: ReceiveTime) { presence.radioRecovered(at: time.monoMicros) }
 
+    /// A synthetic press of a configured BLE device (installer check): the same cooldown, marked test.
+    public mutating func inject(device config: DeviceConfig, at time: ReceiveTime) -> [AgentEvent] {
+        guard case let .pressed(_, _, suppressed)? = tracker.observeDiscrete(device: config.id, at: time.monoMicros) else { return [] }
+        var e = AgentEvent(type: .doorbellPressed, device: DeviceRef(id: config.id, name: config.name, radio: "ble"),
+                           occurredAtMicros: time.wallMicros, clockSynced: time.clockSynced, test: true,
+                           data: .object([("injected", .bool(true)), ("suppressed", .number(Double(suppressed)))]))
+        e.monotonicMicros = time.monoMicros
+        return [e]
+    }
+
+    /// The tracker's key for one button of a device: the device id for the first (most buttons
+    /// have one), `id#N` for the others, so two buttons of one remote never share a cooldown.
+    static func trackerKey(_ deviceID: String, button index: Int) -> String { index == 0 ? deviceID : "\(deviceID)#\(index)" }
+
     mutating func button(_ serviceData: [UInt8], report: BLEAdvertisingReport, config: DeviceConfig, time: ReceiveTime) -> [AgentEvent] {
         let packet: BTHomePacket
         do {
@@ -125,13 +145,22 @@ public struct BLEPipeline: Sendable {
         switch buttons.observe(device: address, packet: packet) {
         case let .press(list):
             return list.compactMap { b in
-                guard let type = b.event.eventType else { return nil }
+                guard let eventType = b.event.eventType else { return nil }
+                let key = Self.trackerKey(config.id, button: b.index)
+                let type: EventType
+                var suppressed: Int?
+                switch tracker.observeDiscrete(device: key, at: time.monoMicros, continuation: b.event == .holdPress) {
+                case nil: return nil // within the cooldown: counted, not forwarded
+                case .held?: type = .doorbellHeld
+                case let .pressed(_, _, n)?: (type, suppressed) = (eventType, n)
+                }
                 var data: [(String, JSONValue)] = [("button", .number(Double(b.index))), ("event", .string(b.event.name)),
                                                    ("address", .string(report.addressString))]
                 if let id = packet.packetID { data.append(("packet_id", .number(Double(id)))) }
                 if let battery = packet.battery { data.append(("battery_pct", .number(Double(battery)))) }
                 if let rssi = report.rssi { data.append(("rssi_db", .number(Double(rssi)))) }
                 data.append(("encrypted", .bool(packet.encrypted)))
+                if let suppressed { data.append(("suppressed", .number(Double(suppressed)))) }
                 var e = AgentEvent(type: type, device: ref, occurredAtMicros: time.wallMicros, clockSynced: time.clockSynced, data: .object(data))
                 e.monotonicMicros = time.monoMicros
                 return e

@@ -2,10 +2,16 @@
 // major, or UUID + major + minor. Per region (and per beacon identity inside it), RSSI is
 // smoothed (exponential, `smoothing` weight for the new sample); `entered` after `minSamples`
 // sightings at or above `enterRSSI`; `exited` after `exitTimeout` without a sighting, or when the
-// smoothed RSSI falls `hysteresisDB` below the enter level. A stalled scanner is not everyone
-// leaving: no exit while the radio is degraded, and a timeout exit also needs evidence that the
-// scanner still hears the air — some advert, from any device, received after the beacon's last
-// sighting. Pure: time comes in with every call.
+// smoothed RSSI falls `hysteresisDB` below the enter level.
+//
+// A silent scanner is not everyone leaving. Exit timeouts run on the scanner's *live* clock, not
+// on the monotonic one: the gap between two reports (from any advertiser) counts in full up to
+// `silenceGraceMicros`, and time beyond it — when the whole radio heard nothing, whatever the
+// cause (a controller that stops delivering, a USB hiccup, a stall shorter than `stall_s`) — does
+// not count. So a beacon present before and after a stall never leaves because of it, and one that
+// really left during it exits once its timeout has elapsed on live time after reports resume.
+// No exit while the radio is degraded either, and a timeout exit also needs some advert, from any
+// device, received after the beacon's last sighting. Pure: time comes in with every call.
 
 public struct BeaconRegion: Sendable, Equatable {
     public var id: String
@@ -60,35 +66,69 @@ public struct PresenceTracker: Sendable {
         var samples = 0
         var inside = false
         var enteredAt: Int64 = 0
+        /// On the live clock.
         var lastSeen: Int64
+        /// `reportsHeard` at the last sighting: later reports are the evidence that the air is heard.
+        var lastSeenReport: Int
     }
 
     public let regions: [BeaconRegion]
     public var smoothing = 0.3
     private var visits: [String: Visit] = [:]
-    /// The latest advert of any kind the scanner delivered.
-    private var lastAnyReport: Int64 = .min
+    /// The latest advert of any kind the scanner delivered (monotonic), nil before the first.
+    private var lastAnyReport: Int64?
+    /// The live clock at `lastAnyReport`.
+    private var liveAtLastReport: Int64 = 0
+    private var reportsHeard = 0
+
+    /// How much of a gap between two reports still counts as live time. Adverts in a home arrive
+    /// many times a second (phones, TVs, the beacons themselves); several seconds of nothing at
+    /// all is a radio that does not hear, not an empty room.
+    public static let silenceGraceMicros: Int64 = 5_000_000
 
     public init(regions: [BeaconRegion]) { self.regions = regions }
 
     public var inside: [String] { visits.filter { $0.value.inside }.map(\.key).sorted() }
 
-    /// Any advertising report at all (proof the scanner works).
-    public mutating func heardSomething(at now: Int64) { lastAnyReport = max(lastAnyReport, now) }
+    /// The scanner's live clock at `now`: frozen once no report has come for `silenceGraceMicros`.
+    public func liveMicros(at now: Int64) -> Int64 {
+        guard let last = lastAnyReport else { return 0 }
+        return liveAtLastReport + min(max(now - last, 0), Self.silenceGraceMicros)
+    }
+
+    /// How long the whole radio has heard nothing (0 before the first report).
+    public func silenceMicros(at now: Int64) -> Int64 { lastAnyReport.map { max(now - $0, 0) } ?? 0 }
+
+    /// Why departures are on hold at `now` (nil when they are not): shown in `agentctl status`.
+    public func exitsOnHold(at now: Int64, radioHealthy: Bool) -> String? {
+        if !radioHealthy { return "the BLE radio is degraded: no departures until it delivers reports again" }
+        let silent = silenceMicros(at: now)
+        guard silent > Self.silenceGraceMicros else { return nil }
+        return "the scanner has heard no advert at all for \(silent / 1_000_000) s: exit timeouts are paused until reports resume"
+    }
+
+    /// Any advertising report at all (proof the scanner works): advances the live clock.
+    public mutating func heardSomething(at now: Int64) {
+        liveAtLastReport = liveMicros(at: now)
+        lastAnyReport = max(lastAnyReport ?? now, now)
+        reportsHeard += 1
+    }
 
     public mutating func observe(_ beacon: IBeacon, rssi: Int8, at now: Int64) -> [Output] {
         heardSomething(at: now)
+        let live = liveMicros(at: now)
         var out: [Output] = []
         for r in regions where r.matches(beacon) {
-            var v = visits[r.id] ?? Visit(beacon: beacon, smoothed: Double(rssi), lastSeen: now)
+            var v = visits[r.id] ?? Visit(beacon: beacon, smoothed: Double(rssi), lastSeen: live, lastSeenReport: reportsHeard)
             v.smoothed = v.samples == 0 ? Double(rssi) : (1 - smoothing) * v.smoothed + smoothing * Double(rssi)
-            v.lastSeen = now
+            v.lastSeen = live
+            v.lastSeenReport = reportsHeard
             v.beacon = beacon
             if !v.inside {
                 v.samples = Int(rssi) >= r.enterRSSI ? v.samples + 1 : 0
                 if v.samples >= r.minSamples {
                     v.inside = true
-                    v.enteredAt = now
+                    v.enteredAt = live
                     out.append(.entered(region: r.id, beacon: beacon, rssi: v.smoothed,
                                         proximity: Proximity.classify(rssi: v.smoothed, measuredPower: beacon.measuredPower)))
                 }
@@ -97,7 +137,7 @@ public struct PresenceTracker: Sendable {
                 if v.smoothed < Double(r.enterRSSI - r.hysteresisDB) {
                     v.inside = false
                     v.samples = 0
-                    out.append(.exited(region: r.id, beacon: beacon, rssi: v.smoothed, dwellMicros: now - v.enteredAt, reason: "weak_signal"))
+                    out.append(.exited(region: r.id, beacon: beacon, rssi: v.smoothed, dwellMicros: live - v.enteredAt, reason: "weak_signal"))
                 }
             }
             visits[r.id] = v
@@ -105,13 +145,14 @@ public struct PresenceTracker: Sendable {
         return out
     }
 
-    /// Call periodically (and with every report): regions not seen for their exit timeout are left.
-    /// `radioHealthy == false` holds every exit until the radio recovers.
+    /// Call periodically (and with every report): regions not seen for their exit timeout (on the
+    /// live clock) are left. `radioHealthy == false` holds every exit until the radio recovers.
     public mutating func tick(at now: Int64, radioHealthy: Bool) -> [Output] {
         guard radioHealthy else { return [] }
+        let live = liveMicros(at: now)
         var out: [Output] = []
         for r in regions {
-            guard let v = visits[r.id], now - v.lastSeen >= r.exitTimeoutMicros, lastAnyReport > v.lastSeen else { continue }
+            guard let v = visits[r.id], live - v.lastSeen >= r.exitTimeoutMicros, reportsHeard > v.lastSeenReport else { continue }
             if v.inside {
                 out.append(.exited(region: r.id, beacon: v.beacon, rssi: v.smoothed, dwellMicros: v.lastSeen - v.enteredAt, reason: "timeout"))
             }
@@ -120,8 +161,10 @@ public struct PresenceTracker: Sendable {
         return out
     }
 
-    /// After a radio outage, sightings resume from now: the time the scanner was down does not count.
+    /// After a radio outage (a controller reset, a transport restart), sightings resume from now:
+    /// nothing heard before the outage counts against a beacon.
     public mutating func radioRecovered(at now: Int64) {
-        for (k, var v) in visits { v.lastSeen = max(v.lastSeen, now); visits[k] = v }
+        let live = liveMicros(at: now)
+        for (k, var v) in visits { v.lastSeen = max(v.lastSeen, live); visits[k] = v }
     }
 }
