@@ -16,12 +16,19 @@ public final class FanOut: Sendable {
     let onOutcome: @Sendable (Delivery, CloudStore.Outcome, CloudStore.TokenEffect) -> Void
     private let wake: Mutex<CheckedContinuation<Void, Never>?> = Mutex(nil)
     private let pendingWake = Atomic<Bool>(false)
+    private let stopping = Atomic<Bool>(false)
     let stats = Mutex(FanOutStats())
+    /// Who holds the pushes this fan-out claims: the same id after a restart takes them back at
+    /// once; other ids wait for the lease. Two fan-outs running at once need different ids.
+    let owner: String
+    let lease: LeasePolicy
 
     public init(store: CloudStore, client: APNsClient, logger: Logger,
-                clock: @escaping @Sendable () -> Int64,
+                clock: @escaping @Sendable () -> Int64, owner: String,
                 onOutcome: @escaping @Sendable (Delivery, CloudStore.Outcome, CloudStore.TokenEffect) -> Void = { _, _, _ in }) {
         self.onOutcome = onOutcome
+        self.owner = owner
+        lease = LeasePolicy(requestTimeoutSeconds: client.settings.requestTimeoutSeconds)
         self.store = store
         self.client = client
         self.logger = logger
@@ -43,9 +50,30 @@ public final class FanOut: Sendable {
     /// Whether APNs accepts our provider tokens, and how many were signed since start.
     public var providerTokenStatus: (health: ProviderTokenHealth, signed: Int) { client.providerTokenStatus }
 
-    /// Runs until the task is cancelled.
+    /// Stop gracefully: claim nothing more, let the pushes on the wire finish (at most
+    /// `lease.drainMilliseconds`, then they are cancelled), record their outcomes, release the
+    /// claimed ones not yet sent; `run()` then returns.
+    public func stop() {
+        stopping.store(true, ordering: .sequentiallyConsistent)
+        notify()
+    }
+
+    var isStopping: Bool { stopping.load(ordering: .sequentiallyConsistent) }
+
+    /// Runs until `stop()` (or, abruptly, until the task is cancelled). First takes back what a
+    /// previous run of this instance claimed and never finished (it crashed).
     public func run() async {
-        while !Task.isCancelled {
+        do {
+            let reclaimed = try store.reclaimLeases(owner: owner, now: clock())
+            if reclaimed > 0 {
+                logger.notice("took back pushes a previous run claimed and did not finish",
+                              metadata: ["count": "\(reclaimed)", "owner": "\(owner)"])
+            }
+        } catch {
+            logger.error("fan-out: could not take back earlier leases; they are sent when the lease runs out",
+                         metadata: ["error": "\(error)"])
+        }
+        while !Task.isCancelled && !isStopping {
             pendingWake.store(false, ordering: .sequentiallyConsistent)
             let sent: Int
             do {
@@ -56,7 +84,7 @@ public final class FanOut: Sendable {
                 await sleep(milliseconds: 5_000)
                 continue
             }
-            if sent > 0 { continue }
+            if sent > 0 || isStopping { continue }
             let next = (try? store.nextDueTime()) ?? nil
             let now = clock()
             let wait = next.map { max(0, $0 - now) } ?? 3_600_000
@@ -64,37 +92,68 @@ public final class FanOut: Sendable {
         }
     }
 
+    /// One result of a pass's task group: a push's outcome, or the drain deadline after `stop()`.
+    private enum Finished: Sendable {
+        case push(CloudStore.Outcome, Delivery)
+        case drainDeadline
+    }
+
     /// Sends every delivery due now, batch after batch. Returns how many were attempted.
     func pass() async throws -> Int {
         let batchSize = max(client.settings.concurrency * 4, 64)
-        // The lease outlasts a batch's worst case (every push timing out once), so nobody else
-        // takes these while this process is still sending them.
-        let lease = (client.settings.requestTimeoutSeconds * 2 + 30) * 1000
-        let due = try store.claimDue(now: clock(), limit: batchSize, leaseMilliseconds: lease)
+        let due = try store.claimDue(now: clock(), limit: batchSize, leaseMilliseconds: lease.leaseMilliseconds, owner: owner)
         guard !due.isEmpty else { return 0 }
         let limit = max(client.settings.concurrency, 1)
         // Outcomes are written in groups (one transaction, one fsync); a group is flushed when it
         // is full or nothing else is in flight, so a lone push is recorded at once.
         var finished: [(CloudStore.Outcome, Delivery)] = []
         let groupSize = max(limit / 2, 1)
-        await withTaskGroup(of: (CloudStore.Outcome, Delivery).self) { group in
-            var running = 0
-            for delivery in due {
-                if running >= limit, let result = await group.next() {
-                    running -= 1
-                    finished.append(result)
-                    if finished.count >= groupSize { flush(&finished) }
+        var started = 0
+        await withTaskGroup(of: Finished.self) { group in
+            // After stop(), pushes on the wire get lease.drainMilliseconds to finish.
+            group.addTask { [self] in
+                while !isStopping {
+                    do { try await Task.sleep(for: .milliseconds(50)) } catch { return .drainDeadline }
                 }
-                group.addTask { (await self.attempt(delivery), delivery) }
+                try? await Task.sleep(for: .milliseconds(lease.drainMilliseconds))
+                return .drainDeadline
+            }
+            var running = 0
+            func take(_ result: Finished) {
+                switch result {
+                case .push(let outcome, let delivery):
+                    running -= 1
+                    finished.append((outcome, delivery))
+                    if finished.count >= groupSize { flush(&finished) }
+                case .drainDeadline:
+                    if !Task.isCancelled {
+                        logger.warning("fan-out: pushes still unanswered at the end of the drain; cancelled, sent again later",
+                                       metadata: ["count": "\(running)"])
+                    }
+                    group.cancelAll()
+                }
+            }
+            for delivery in due {
+                if isStopping { break }
+                while running >= limit, let result = await group.next() { take(result) }
+                if isStopping { break }
+                group.addTask { .push(await self.attempt(delivery), delivery) }
                 running += 1
+                started += 1
             }
-            while let result = await group.next() {
-                finished.append(result)
-                if finished.count >= groupSize { flush(&finished) }
-            }
+            while running > 0, let result = await group.next() { take(result) }
+            group.cancelAll()  // the drain watchdog
         }
         flush(&finished)
-        return due.count
+        if started < due.count {
+            do {
+                try store.releaseLeases(Array(due[started...]), owner: owner, now: clock())
+            } catch {
+                logger.error("fan-out: could not release unsent pushes; they are sent when the lease runs out",
+                             metadata: ["error": "\(error)"])
+            }
+        }
+        return started
     }
 
     /// One delivery: send, and on a rejected provider token sign a new one and send once more.

@@ -1,7 +1,9 @@
 import CloudPush
 import ServiceLifecycle
 
-/// Runs the fan-out beside the HTTP server; stops it on SIGTERM/SIGINT with the server.
+/// Runs the fan-out beside the HTTP server. On SIGTERM/SIGINT the fan-out stops claiming, lets
+/// the pushes already on the wire finish (bounded by its drain time) and records their outcomes
+/// before the process exits: a push APNs accepted is never sent again by the next run.
 public struct FanOutService: Service {
     let fanOut: FanOut
 
@@ -10,8 +12,10 @@ public struct FanOutService: Service {
     }
 
     public func run() async throws {
-        await cancelWhenGracefulShutdown {
+        await withGracefulShutdownHandler {
             await fanOut.run()
+        } onGracefulShutdown: {
+            fanOut.stop()
         }
     }
 }

@@ -2,7 +2,8 @@
 /// (TEXT, BIGINT, `ON CONFLICT`, `IF NOT EXISTS`). Times are Unix milliseconds; ids are text
 /// chosen by the caller (no sequences, which the two spell differently).
 enum CloudSchema {
-    static let version: Int64 = 1
+    /// 2: `deliveries.lease_owner` (which fan-out holds a claimed push; a restart takes its own back).
+    static let version: Int64 = 2
 
     static let script = """
         CREATE TABLE IF NOT EXISTS events (
@@ -79,6 +80,7 @@ enum CloudSchema {
             last_reason        TEXT,
             created_at_ms      BIGINT NOT NULL,
             updated_at_ms      BIGINT NOT NULL,
+            lease_owner        TEXT,
             PRIMARY KEY (event_id, token)
         );
         CREATE INDEX IF NOT EXISTS deliveries_due ON deliveries (state, next_attempt_at_ms);
@@ -116,6 +118,11 @@ enum CloudSchema {
         if current.rows.isEmpty {
             try db.query("INSERT INTO schema_version (version) VALUES ($1)", [.integer(version)],
                          operation: "write schema version")
+        } else if current.rows[0].integer(0) == 1 {
+            try db.transaction("upgrade schema to version 2") { () throws(StoreError) in
+                try db.query("ALTER TABLE deliveries ADD COLUMN lease_owner TEXT", [], operation: "add deliveries.lease_owner")
+                try db.query("UPDATE schema_version SET version = 2", [], operation: "write schema version")
+            }
         } else if let found = current.rows[0].integer(0), found > version {
             throw StoreError(operation: "open database", code: 0,
                              message: "the database has schema version \(found), newer than this doorbell-cloud (\(version)); upgrade doorbell-cloud",

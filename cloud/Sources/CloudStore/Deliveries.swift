@@ -115,25 +115,58 @@ extension CloudStore {
     }
 
     /// Takes up to `limit` due deliveries for sending: each is moved `leaseMilliseconds` into the
-    /// future in the same statement, so another fan-out on the same database (several
-    /// `serve` processes on one PostgreSQL) does not take it too, and a process that dies
-    /// mid-send leaves it to be taken again when the lease runs out. Ordered by the due time
-    /// alone, so the `deliveries_due` index yields the batch without sorting every pending row
-    /// (a whole event's pushes share one due time anyway). The outer condition is
-    /// re-checked on PostgreSQL when a concurrent claim wins the row lock, so a row is claimed once.
-    public func claimDue(now: Int64, limit: Int, leaseMilliseconds: Int64) throws(StoreError) -> [Delivery] {
+    /// future and marked with `owner` in the same statement, so another fan-out on the same
+    /// database (several `serve` processes on one PostgreSQL) does not take it too, a process
+    /// that dies mid-send leaves it to the others when the lease runs out, and the same process
+    /// restarted takes it back at once (`reclaimLeases`). Ordered by the due time alone, so the
+    /// `deliveries_due` index yields the batch without sorting every pending row (a whole event's
+    /// pushes share one due time anyway). The outer condition is re-checked on PostgreSQL when a
+    /// concurrent claim wins the row lock, so a row is claimed once.
+    public func claimDue(now: Int64, limit: Int, leaseMilliseconds: Int64, owner: String) throws(StoreError) -> [Delivery] {
         try withConnection { (db) throws(StoreError) in
             try db.query(
                 """
-                UPDATE deliveries SET next_attempt_at_ms = $2
+                UPDATE deliveries SET next_attempt_at_ms = $2, lease_owner = $4
                 WHERE state = 'pending' AND next_attempt_at_ms <= $1 AND (event_id, token) IN (
                     SELECT event_id, token FROM deliveries
                     WHERE state = 'pending' AND next_attempt_at_ms <= $1
                     ORDER BY next_attempt_at_ms LIMIT $3)
                 RETURNING \(Self.deliveryColumns)
-                """, [.integer(now), .integer(now + leaseMilliseconds), .integer(Int64(limit))],
+                """, [.integer(now), .integer(now + leaseMilliseconds), .integer(Int64(limit)), .text(owner)],
                 operation: "claim due deliveries"
             ).rows.compactMap(Self.delivery)
+        }
+    }
+
+    /// At start: pushes a previous run of this process (`owner`) had claimed and not finished
+    /// (it crashed) are due now instead of when their lease runs out. Only `owner`'s leases:
+    /// another live process's stay its own. Returns how many.
+    @discardableResult
+    public func reclaimLeases(owner: String, now: Int64) throws(StoreError) -> Int {
+        try withConnection { (db) throws(StoreError) in
+            try db.query(
+                """
+                UPDATE deliveries SET next_attempt_at_ms = $2, lease_owner = NULL
+                WHERE state = 'pending' AND lease_owner = $1 AND next_attempt_at_ms > $2
+                """, [.text(owner), .integer(now)], operation: "reclaim own leases").changes
+        }
+    }
+
+    /// Claimed pushes this process will not send after all (it is stopping): due now, for the
+    /// next process, instead of when their lease runs out.
+    public func releaseLeases(_ deliveries: [Delivery], owner: String, now: Int64) throws(StoreError) {
+        guard !deliveries.isEmpty else { return }
+        try withConnection { (db) throws(StoreError) in
+            try db.transaction("release \(deliveries.count) leases") { () throws(StoreError) in
+                for delivery in deliveries {
+                    try db.query(
+                        """
+                        UPDATE deliveries SET next_attempt_at_ms = $3, lease_owner = NULL
+                        WHERE event_id = $1 AND token = $2 AND state = 'pending' AND lease_owner = $4
+                        """, [.text(delivery.eventID), .text(delivery.token), .integer(now), .text(owner)],
+                        operation: "release lease")
+                }
+            }
         }
     }
 
@@ -212,7 +245,7 @@ extension CloudStore {
             try db.query(
                 """
                 UPDATE deliveries SET state = $3, attempts = attempts + 1, last_status = $4, last_reason = $5,
-                    next_attempt_at_ms = COALESCE($6, next_attempt_at_ms), updated_at_ms = $7
+                    next_attempt_at_ms = COALESCE($6, next_attempt_at_ms), updated_at_ms = $7, lease_owner = NULL
                 WHERE event_id = $1 AND token = $2
                 """,
                 [.text(delivery.eventID), .text(delivery.token), .text(state.rawValue), status.map(SQLValue.integer) ?? .null,

@@ -89,6 +89,11 @@ struct Serve: AsyncParsableCommand {
         "Reject webhook-timestamp values further than this from the receiver's clock.", valueName: "seconds"))
     var toleranceSeconds: Int64 = 300
 
+    @Option(help: ArgumentHelp(
+        "This process's name on the delivery queue (default: host name and port). A restart under the same name sends what it had claimed at once; give each process sharing a database its own.",
+        valueName: "name"))
+    var instanceID: String?
+
     @Option(help: ArgumentHelp("Test aid: answer the first N POST /events with 503 before any check.", valueName: "n"))
     var failFirst = 0
 
@@ -102,6 +107,9 @@ struct Serve: AsyncParsableCommand {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0...65535") }
         guard toleranceSeconds >= 0 else { throw ValidationError("--tolerance-seconds must be ≥ 0") }
         guard failFirst >= 0 else { throw ValidationError("--fail-first must be ≥ 0") }
+        if let instanceID, instanceID.isEmpty || instanceID.count > 200 {
+            throw ValidationError("--instance-id must be 1 to 200 characters")
+        }
     }
 
     func run() async throws {
@@ -137,7 +145,9 @@ struct Serve: AsyncParsableCommand {
             let apns = try APNsClient(settings: settings, logger: logger)
             client = apns
             let lines = OutputLines.standardOutput
-            fanOut = FanOut(store: store, client: apns, logger: logger, clock: WallClock.system.millisecondsSinceEpoch) {
+            let owner = instanceID ?? (ProcessInfo.processInfo.hostName + ":" + String(port))
+            fanOut = FanOut(store: store, client: apns, logger: logger, clock: WallClock.system.millisecondsSinceEpoch,
+                            owner: owner) {
                 delivery, outcome, effect in
                 let (state, status, reason): (String, Int64?, String?)
                 switch outcome {

@@ -60,18 +60,7 @@ final class APNsTestServer: @unchecked Sendable {
         ]
         process.standardOutput = FileHandle.nullDevice
         try process.run()
-        var found: Int?
-        for _ in 0..<300 where found == nil {
-            if let data = try? Data(contentsOf: ready),
-               let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
-               let port = object["port"] as? Int {
-                found = port
-            } else {
-                guard process.isRunning else { break }
-                Thread.sleep(forTimeInterval: 0.1)
-            }
-        }
-        guard let found else {
+        guard let found = readyPort(ready, of: process) else {
             process.terminate()
             throw TestSetupError("apns_test_server.py did not become ready within 30 s")
         }
@@ -131,6 +120,21 @@ struct TestSetupError: Error, CustomStringConvertible {
     init(_ description: String) {
         self.description = description
     }
+}
+
+/// The port a child wrote to its `--ready-file` (`{"port": N}`), waiting at most 30 s; nil if
+/// it exited or never wrote it.
+func readyPort(_ file: URL, of process: Process) -> Int? {
+    for _ in 0..<600 {
+        if let data = try? Data(contentsOf: file),
+           let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+           let port = object["port"] as? Int {
+            return port
+        }
+        guard process.isRunning else { return nil }
+        Thread.sleep(forTimeInterval: 0.05)
+    }
+    return nil
 }
 
 /// A random 64-hex-digit device token.

@@ -57,19 +57,63 @@ import Testing
 
     @Test func aRetryPastTheExpirationExpiresAndA410PrunesOnlyAnOlderRegistration() throws {
         _ = try ingest("e1")
-        let delivery = try #require(try store.claimDue(now: 1_000, limit: 10, leaseMilliseconds: 500).first)
+        let delivery = try #require(try store.claimDue(now: 1_000, limit: 10, leaseMilliseconds: 500, owner: "a").first)
         try store.record(.retry(status: 500, reason: "InternalServerError", at: 2_000), for: delivery, now: 1_100)
-        #expect(try store.claimDue(now: 1_999, limit: 10, leaseMilliseconds: 500).isEmpty, "not due before its backoff")
+        #expect(try store.claimDue(now: 1_999, limit: 10, leaseMilliseconds: 500, owner: "a").isEmpty, "not due before its backoff")
         #expect(try store.nextDueTime() == 2_000)
-        let again = try #require(try store.claimDue(now: 2_000, limit: 10, leaseMilliseconds: 500).first)
+        let again = try #require(try store.claimDue(now: 2_000, limit: 10, leaseMilliseconds: 500, owner: "a").first)
         #expect(again.attempts == 1)
         try store.record(.retry(status: nil, reason: "timeout", at: 70_000), for: again, now: 2_100)
         #expect(try store.deliveries(eventID: "e1").first?.state == .expired)
 
         _ = try ingest("e2")
-        let second = try #require(try store.claimDue(now: 3_000, limit: 10, leaseMilliseconds: 500).first)
+        let second = try #require(try store.claimDue(now: 3_000, limit: 10, leaseMilliseconds: 500, owner: "a").first)
         // The phone registered at 1; APNs says the app was gone from 0 on: it came back since.
         #expect(try store.record(.unregistered(reason: "Unregistered", timestampMs: 0), for: second, now: 3_000) == .kept)
         #expect(try store.phone(token: token) != nil)
+    }
+
+    /// A crash mid-send: the same instance restarted takes its claimed pushes back at once;
+    /// another process waits for the lease. The clock is a parameter: no sleeping.
+    @Test func aRestartTakesItsOwnLeasesBackAndLeavesOthersAlone() throws {
+        _ = try ingest("e1")
+        let lease = LeasePolicy(requestTimeoutSeconds: 15).leaseMilliseconds
+        #expect(lease == 60_000)
+        #expect(try store.claimDue(now: 10_000, limit: 10, leaseMilliseconds: lease, owner: "host-a").count == 1)
+        // host-a dies. host-b, alive all along, may not take it before the lease runs out.
+        #expect(try store.reclaimLeases(owner: "host-b", now: 11_000) == 0)
+        #expect(try store.claimDue(now: 11_000, limit: 10, leaseMilliseconds: lease, owner: "host-b").isEmpty)
+        // host-a restarted recognises its own lease and takes it back at once.
+        #expect(try store.reclaimLeases(owner: "host-a", now: 11_000) == 1)
+        #expect(try store.nextDueTime() == 11_000)
+        let again = try #require(try store.claimDue(now: 11_000, limit: 10, leaseMilliseconds: lease, owner: "host-a").first)
+        try store.record(.delivered, for: again, now: 11_100)
+        #expect(try store.reclaimLeases(owner: "host-a", now: 12_000) == 0, "a finished push is nobody's lease")
+
+        // Without a restart, host-b takes an orphaned lease when it runs out, not before.
+        _ = try ingest("e2", now: 20_000)
+        #expect(try store.claimDue(now: 20_000, limit: 10, leaseMilliseconds: lease, owner: "host-a").count == 1)
+        #expect(try store.claimDue(now: 20_000 + lease - 1, limit: 10, leaseMilliseconds: lease, owner: "host-b").isEmpty)
+        #expect(try store.claimDue(now: 20_000 + lease, limit: 10, leaseMilliseconds: lease, owner: "host-b").count == 1)
+    }
+
+    /// A graceful stop hands the claimed pushes it did not start back at once.
+    @Test func releasedLeasesAreDueAtOnce() throws {
+        _ = try ingest("e1")
+        let claimed = try store.claimDue(now: 1_000, limit: 10, leaseMilliseconds: 60_000, owner: "host-a")
+        try store.releaseLeases(claimed, owner: "host-a", now: 1_500)
+        #expect(try store.claimDue(now: 1_500, limit: 10, leaseMilliseconds: 60_000, owner: "host-b").count == 1)
+    }
+
+    /// A schema 1 database (no lease_owner) is upgraded in place on open, its queue kept.
+    @Test func aVersionOneDatabaseIsUpgraded() throws {
+        _ = try ingest("e1")
+        let path = directory.appendingPathComponent("cloud.sqlite").path
+        let raw = try SQLiteConnection(path: path)
+        try raw.execute(script: "ALTER TABLE deliveries DROP COLUMN lease_owner; UPDATE schema_version SET version = 1;",
+                        operation: "downgrade to schema 1")
+        let reopened = try CloudStore(url: path)
+        #expect(try raw.query("SELECT version FROM schema_version", [], operation: "v").rows.first?.integer(0) == 2)
+        #expect(try reopened.claimDue(now: 1_000, limit: 10, leaseMilliseconds: 500, owner: "a").count == 1)
     }
 }

@@ -96,7 +96,7 @@ final class PostgresConnectionTests {
         let again = try EventStore(connection: connect())
         #expect(try again.allEvents().count == 2)
         let versions = try admin.query("SELECT version FROM \(schema).schema_version", [], operation: "versions")
-        #expect(versions.rows.map(\.columns) == [["1"]])
+        #expect(versions.rows.map(\.columns) == [["2"]])
     }
 
     @Test func concurrentConnectionsStoreOneEventOnce() async throws {

@@ -1,0 +1,87 @@
+import CloudCore
+import CloudStore
+import Foundation
+import Testing
+
+/// The real `doorbell-cloud serve` process under faults: SIGTERM and SIGKILL in the middle of a
+/// fan-out, against the APNs stand-in holding its answers (APNs has the pushes; the phones rang).
+@Suite(.serialized) final class ServeFaultTests {
+    let directory: URL
+    let secret = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD"
+
+    init() throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("serve-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    }
+
+    deinit {
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    /// A SQLite database with an owner, gateway gw-0001 and `phones` phones; their tokens.
+    func household(phones: Int) throws -> (db: String, store: CloudStore, tokens: [String]) {
+        let db = directory.appendingPathComponent("cloud.sqlite").path
+        let store = try CloudStore(url: db)
+        let owner = try store.createAccount(name: "Owner", now: 1).0
+        try store.enrollGateway(id: "gw-0001", accountID: owner.id, publicKey: nil, secret: secret, now: 1)
+        let tokens = (0..<phones).map { _ in randomDeviceToken() }
+        for token in tokens {
+            try store.registerPhone(token: token, accountID: owner.id, environment: .sandbox,
+                                    bundleID: APNsTestServer.topic, now: 1)
+        }
+        return (db, store, tokens)
+    }
+
+    func accepted(_ apns: APNsTestServer) throws -> [String] {
+        try apns.processed().filter { $0["status"] as? Int == 200 }.compactMap { $0["token"] as? String }
+    }
+
+    /// Issue #17, 2: SIGTERM while APNs holds the answers to 40 pushes it has already accepted.
+    /// The process waits for them (bounded by its drain time), records them delivered and exits
+    /// 0; the next run sends nothing again: every phone rang once.
+    @Test func sigtermLetsPushesOnTheWireFinishAndRecordsThem() throws {
+        let (db, store, tokens) = try household(phones: 40)
+        let apns = try APNsTestServer(script: ["default": ["status": 200], "hold_ms": 2000])
+        let eventID = "019ab2c4-5d6e-7f80-9a1b-2c3d4e5f6b01"
+        let serve = try ServeProcess(apns: apns, db: db, in: directory, name: "first")
+        #expect(try serve.press(id: eventID, secret: secret) == 200, "\(serve.stderr.suffix(2000))")
+        #expect(try eventually(30) { try accepted(apns).count == 40 }, "APNs has all 40 pushes")
+        #expect(serve.stop(SIGTERM) == 0, "exits 0 after the drain: \(serve.stderr.suffix(2000))")
+        let rows = try store.deliveries(eventID: eventID)
+        #expect(rows.filter { $0.state == .delivered }.count == 40,
+                "outcomes recorded before exit: \(rows.map(\.state.rawValue).sorted())")
+
+        try apns.setScript(["default": ["status": 200]])
+        let again = try ServeProcess(apns: apns, db: db, in: directory, name: "second")
+        _ = try eventually(30) { try store.deliveries(eventID: eventID).allSatisfy { $0.state != .pending } }
+        #expect(again.stop(SIGTERM) == 0)
+        let ok = try accepted(apns)
+        #expect(ok.count == 40, "no push sent twice: \(ok.count) accepted")
+        #expect(Set(ok) == Set(tokens))
+    }
+
+    /// Issue #17, 3: SIGKILL while 40 claimed pushes are on the wire. Restarted (same instance),
+    /// the process sends them at once, not when their 60 s lease runs out.
+    @Test func aRestartAfterACrashSendsItsClaimedPushesAtOnce() throws {
+        let (db, store, tokens) = try household(phones: 40)
+        let apns = try APNsTestServer(script: ["default": ["status": 200], "hold_ms": 120_000])
+        let eventID = "019ab2c4-5d6e-7f80-9a1b-2c3d4e5f6b02"
+        let serve = try ServeProcess(apns: apns, db: db, in: directory, name: "first")
+        #expect(try serve.press(id: eventID, secret: secret) == 200, "\(serve.stderr.suffix(2000))")
+        #expect(try eventually(30) { try apns.processed().count == 40 }, "all 40 on the wire")
+        #expect(serve.stop(SIGKILL, within: 10) != nil)
+        let leased = try store.deliveries(eventID: eventID)
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        #expect(leased.allSatisfy { $0.state == .pending && $0.nextAttemptAtMilliseconds > now + 20_000 },
+                "claimed under a lease when the process died")
+
+        try apns.setScript(["default": ["status": 200]])
+        let restarted = try ServeProcess(apns: apns, db: db, in: directory, name: "second")
+        // The lease has 40 s or more to run: settling within 15 s means the restart took them back.
+        let settled = try eventually(15) { try store.deliveries(eventID: eventID).allSatisfy { $0.state == .delivered } }
+        let states = try store.deliveries(eventID: eventID).map(\.state.rawValue)
+        #expect(settled, "sent again within 15 s of the restart: \(states)")
+        #expect(restarted.stop(SIGTERM) == 0)
+        #expect(Set(try accepted(apns)) == Set(tokens))
+    }
+}
