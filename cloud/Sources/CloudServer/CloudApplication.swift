@@ -16,12 +16,16 @@ public struct ServerSettings: Sendable {
     public var tls: TLSConfiguration?
     /// Where to write `{"port": N}` (atomically) once listening.
     public var readyFile: String?
+    /// Header/idle and body timeouts, the declared-length cap, the connection cap.
+    public var limits: ConnectionLimits
 
-    public init(host: String = "127.0.0.1", port: Int = 8443, tls: TLSConfiguration?, readyFile: String? = nil) {
+    public init(host: String = "127.0.0.1", port: Int = 8443, tls: TLSConfiguration?, readyFile: String? = nil,
+                limits: ConnectionLimits = ConnectionLimits()) {
         self.host = host
         self.port = port
         self.tls = tls
         self.readyFile = readyFile
+        self.limits = limits
     }
 }
 
@@ -51,7 +55,10 @@ public func makeApplication(
     settings: ServerSettings, events: EventsEndpoint, api: AppAPI? = nil, output: OutputLines, logger: Logger,
     services: [any Service] = []
 ) throws -> some ApplicationProtocol {
-    let server: HTTPServerBuilder = try settings.tls.map { try .tls(.http1(), tlsConfiguration: $0) } ?? .http1()
+    let limits = settings.limits
+    let count = ConnectionCount()
+    let http1 = HTTPServerBuilder.http1(additionalChannelHandlers: [ConnectionGuardHandler(limits: limits, count: count)])
+    let server: HTTPServerBuilder = try settings.tls.map { try .tls(http1, tlsConfiguration: $0) } ?? http1
     let scheme = settings.tls == nil ? "http" : "https"
     return Application(
         router: makeRouter(events: events, api: api),

@@ -94,6 +94,21 @@ struct Serve: AsyncParsableCommand {
         valueName: "name"))
     var instanceID: String?
 
+    @Option(help: ArgumentHelp(
+        "A connection must send a request's headers within this time of opening or of its last answer (so also: how long an idle connection is kept).",
+        valueName: "seconds"))
+    var headerTimeoutSeconds = 10.0
+
+    @Option(help: ArgumentHelp("A request's body must arrive in full within this time of its headers.", valueName: "seconds"))
+    var bodyTimeoutSeconds = 20.0
+
+    @Option(help: "Connections open at once; more are closed as soon as they are accepted.")
+    var maxConnections = 1000
+
+    @Option(help: ArgumentHelp(
+        "On SIGTERM/SIGINT: longest wait for requests and pushes in flight before they are cut off.", valueName: "seconds"))
+    var shutdownTimeoutSeconds = 30.0
+
     @Option(help: ArgumentHelp("Test aid: answer the first N POST /events with 503 before any check.", valueName: "n"))
     var failFirst = 0
 
@@ -107,6 +122,11 @@ struct Serve: AsyncParsableCommand {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0...65535") }
         guard toleranceSeconds >= 0 else { throw ValidationError("--tolerance-seconds must be ≥ 0") }
         guard failFirst >= 0 else { throw ValidationError("--fail-first must be ≥ 0") }
+        for (name, value) in [("--header-timeout-seconds", headerTimeoutSeconds), ("--body-timeout-seconds", bodyTimeoutSeconds),
+                              ("--shutdown-timeout-seconds", shutdownTimeoutSeconds)] where !(0.1...3600).contains(value) {
+            throw ValidationError("\(name) must be 0.1...3600")
+        }
+        guard (1...100_000).contains(maxConnections) else { throw ValidationError("--max-connections must be 1...100000") }
         if let instanceID, instanceID.isEmpty || instanceID.count > 200 {
             throw ValidationError("--instance-id must be 1 to 200 characters")
         }
@@ -171,12 +191,22 @@ struct Serve: AsyncParsableCommand {
             fanOut: fanOut, pushTTLSeconds: pushTTLSeconds)
         let api = AppAPI(store: store, adminToken: adminToken, fanOut: fanOut, topics: Set(apnsTopic),
                          beaconIntervalSeconds: beaconIntervalSeconds, pushTTLSeconds: pushTTLSeconds)
+        var limits = ConnectionLimits()
+        limits.headerTimeoutMilliseconds = Int64(headerTimeoutSeconds * 1000)
+        limits.bodyTimeoutMilliseconds = Int64(bodyTimeoutSeconds * 1000)
+        limits.maxConnections = maxConnections
         let app = try makeApplication(
-            settings: ServerSettings(host: host, port: port, tls: tls, readyFile: readyFile),
+            settings: ServerSettings(host: host, port: port, tls: tls, readyFile: readyFile, limits: limits),
             events: events, api: api, output: output, logger: logger,
             services: fanOut.map { [FanOutService(fanOut: $0)] } ?? [])
+        // SIGTERM/SIGINT: graceful (requests finish, pushes on the wire drain), but bounded: after
+        // --shutdown-timeout-seconds whatever is left is cancelled.
+        var configuration = ServiceGroupConfiguration(
+            services: [app], gracefulShutdownSignals: [.sigterm, .sigint], cancellationSignals: [], logger: logger)
+        configuration.maximumGracefulShutdownDuration = .milliseconds(Int64(shutdownTimeoutSeconds * 1000))
+        configuration.maximumCancellationDuration = .seconds(5)
         do {
-            try await app.runService()
+            try await ServiceGroup(configuration: configuration).run()
         } catch {
             await client?.shutdown()
             throw error
