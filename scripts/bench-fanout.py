@@ -19,6 +19,11 @@ That GET costs the receiver about 25 µs of CPU per delivery row (~250 ms at 100
 database lock meanwhile, so by default (--poll log) the poll watches the APNs test server's log
 and asks the receiver once every push was answered (and every 10 s in case something is stuck);
 --poll api GETs the deliveries at every poll.
+Then (cloud issue #17) ingest under fan-out, on SQLite and, when DOORBELL_CLOUD_TEST_POSTGRES is
+set (cloud/scripts/with-test-postgres.sh), on PostgreSQL: --ingest-gateways gateways of an account
+without phones POST v1-signed events at once, each on its own kept-alive connection, first
+--ingest-events each with nothing else running, then continuously while one press fans out to the
+N phones (until the APNs test server has every push); POST → 200 latency p50/p99 of each.
 Checked: every delivery delivered, and the APNs log holds exactly N 200s for N distinct tokens.
 CPU (utime+stime from /proc/PID/stat) of both processes over that window, and doorbell-cloud's
 VmHWM at the end.
@@ -215,9 +220,9 @@ def register_phones(port, ca, token, tokens, threads):
         raise Failure(f"registering phones: {errors[0]}")
 
 
-def signed_press(secret, event_id):
+def signed_press(secret, event_id, gateway=GATEWAY):
     body = json.dumps({
-        "id": event_id, "sequence": 1, "type": "doorbell.pressed", "gateway_id": GATEWAY,
+        "id": event_id, "sequence": 1, "type": "doorbell.pressed", "gateway_id": gateway,
         "occurred_at": time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime()), "clock_synced": True,
         "test": False, "device": {"id": "front-door", "name": "Front door", "radio": "rtl433"},
         "data": {"code": "91568f", "model": "EV1527"}, "agent": {"version": "bench"},
@@ -226,52 +231,59 @@ def signed_press(secret, event_id):
     key = base64.b64decode(secret[len("whsec_"):])
     mac = hmac.new(key, f"{event_id}.{ts}.".encode() + body, hashlib.sha256).digest()
     headers = {"webhook-id": event_id, "webhook-timestamp": ts,
-               "webhook-signature": "v1," + base64.b64encode(mac).decode(), "doorbell-gateway-id": GATEWAY}
+               "webhook-signature": "v1," + base64.b64encode(mac).decode(), "doorbell-gateway-id": gateway}
     return body, headers
+
+
+class Receiver:
+    """A fresh APNs test server and `doorbell-cloud serve` on `db`, an owner with a gateway and
+    `phones` registered phones."""
+
+    def __init__(self, args, children, name, db, phones, concurrency):
+        work = os.path.join(args.workdir, name)
+        os.makedirs(work, exist_ok=True)
+        for f in os.listdir(work):
+            os.remove(os.path.join(work, f))
+        pki = os.path.join(args.workdir, "pki")
+        self.ca, cert, key = (os.path.join(pki, f) for f in ("ca.pem", "server.pem", "server.key"))
+        self.apns_log = os.path.join(work, "apns.jsonl")
+        apns_err = os.path.join(work, "apns.err")
+        apns_ready = os.path.join(work, "apns-ready.json")
+        self.apns = children.start(
+            [sys.executable, os.path.join(ROOT, "Tests/helpers/apns_test_server.py"), "--cert", cert, "--key", key,
+             "--port", "0", "--ready-file", apns_ready, "--team-id", TEAM_ID, "--key-id", KEY_ID,
+             "--public-key", os.path.join(args.workdir, "apns.pub.pem"), "--topic", TOPIC, "--log", self.apns_log,
+             "--max-concurrent-streams", "1000", "--max-seconds", str(args.timeout + 1200)],
+            stdout=subprocess.DEVNULL, stderr=open(apns_err, "w"))
+        apns_url = f"https://127.0.0.1:{wait_ready(apns_ready, self.apns, 'the APNs test server', apns_err)}"
+
+        self.db = db or os.path.join(work, "cloud.sqlite")
+        owner = json.loads(run([args.cloud, "account", "create", "--db", self.db, "--name", "Bench owner"]))
+        self.cloud_err = os.path.join(work, "cloud.err")
+        cloud_ready = os.path.join(work, "cloud-ready.json")
+        self.cloud = children.start(
+            [args.cloud, "serve", "--host", "127.0.0.1", "--port", "0", "--ready-file", cloud_ready,
+             "--tls-cert", cert, "--tls-key", key, "--db", self.db,
+             "--apns-key", os.path.join(args.workdir, "apns.p8"), "--apns-key-id", KEY_ID, "--apns-team-id", TEAM_ID,
+             "--apns-topic", TOPIC, "--apns-sandbox-url", apns_url, "--apns-production-url", apns_url,
+             "--apns-ca", self.ca, "--apns-concurrency", str(concurrency)],
+            stdout=open(os.path.join(work, "cloud.out"), "w"), stderr=open(self.cloud_err, "w"))
+        self.port = wait_ready(cloud_ready, self.cloud, "doorbell-cloud serve", self.cloud_err)
+
+        self.api = API(self.port, self.ca, owner["token"])
+        self.secret = "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
+        self.api.call("POST", "/gateways", {"id": GATEWAY, "secret": self.secret})
+        self.tokens = [secrets.token_hex(32) for _ in range(phones)]
+        t = time.monotonic()
+        register_phones(self.port, self.ca, owner["token"], self.tokens, args.threads)
+        log(f"{name}: {phones} phones registered in {time.monotonic() - t:.1f} s "
+            f"({args.threads} kept-alive connections)")
 
 
 def fan_out(args, children, name, phones, concurrency, perf_out=None):
     """One run: fresh APNs test server and receiver, `phones` phones, one press. A dict of figures."""
-    work = os.path.join(args.workdir, name)
-    os.makedirs(work, exist_ok=True)
-    for f in os.listdir(work):
-        os.remove(os.path.join(work, f))
-    pki = os.path.join(args.workdir, "pki")
-    ca, cert, key = (os.path.join(pki, f) for f in ("ca.pem", "server.pem", "server.key"))
-
-    apns_log = os.path.join(work, "apns.jsonl")
-    apns_err = os.path.join(work, "apns.err")
-    apns_ready = os.path.join(work, "apns-ready.json")
-    apns = children.start(
-        [sys.executable, os.path.join(ROOT, "Tests/helpers/apns_test_server.py"), "--cert", cert, "--key", key,
-         "--port", "0", "--ready-file", apns_ready, "--team-id", TEAM_ID, "--key-id", KEY_ID,
-         "--public-key", os.path.join(args.workdir, "apns.pub.pem"), "--topic", TOPIC, "--log", apns_log,
-         "--max-concurrent-streams", "1000", "--max-seconds", str(args.timeout + 1200)],
-        stdout=subprocess.DEVNULL, stderr=open(apns_err, "w"))
-    apns_url = f"https://127.0.0.1:{wait_ready(apns_ready, apns, 'the APNs test server', apns_err)}"
-
-    db = os.path.join(work, "cloud.sqlite")
-    owner = json.loads(run([args.cloud, "account", "create", "--db", db, "--name", "Bench owner"]))
-    cloud_err = os.path.join(work, "cloud.err")
-    cloud_ready = os.path.join(work, "cloud-ready.json")
-    cloud = children.start(
-        [args.cloud, "serve", "--host", "127.0.0.1", "--port", "0", "--ready-file", cloud_ready,
-         "--tls-cert", cert, "--tls-key", key, "--db", db,
-         "--apns-key", os.path.join(args.workdir, "apns.p8"), "--apns-key-id", KEY_ID, "--apns-team-id", TEAM_ID,
-         "--apns-topic", TOPIC, "--apns-sandbox-url", apns_url, "--apns-production-url", apns_url,
-         "--apns-ca", ca, "--apns-concurrency", str(concurrency)],
-        stdout=open(os.path.join(work, "cloud.out"), "w"), stderr=open(cloud_err, "w"))
-    port = wait_ready(cloud_ready, cloud, "doorbell-cloud serve", cloud_err)
-
-    api = API(port, ca, owner["token"])
-    secret = "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
-    api.call("POST", "/gateways", {"id": GATEWAY, "secret": secret})
-    tokens = [secrets.token_hex(32) for _ in range(phones)]
-    t = time.monotonic()
-    register_phones(port, ca, owner["token"], tokens, args.threads)
-    log(f"{name}: {phones} phones registered in {time.monotonic() - t:.1f} s "
-        f"({args.threads} kept-alive connections); pressing the doorbell")
-
+    r = Receiver(args, children, name, None, phones, concurrency)
+    apns, cloud, api, secret, tokens, apns_log, cloud_err = r.apns, r.cloud, r.api, r.secret, r.tokens, r.apns_log, r.cloud_err
     event_id = uuid7()
     body, headers = signed_press(secret, event_id)
     perf = None
@@ -353,6 +365,85 @@ def fan_out(args, children, name, phones, concurrency, perf_out=None):
     }
 
 
+def percentile(values, q):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+def ingest_under_fan_out(args, children, backend, db):
+    """Issue #17's load: --ingest-gateways gateways POST events (each its own kept-alive
+    connection, one event after another) first alone, then while one press fans out to N phones.
+    Their events ring no phone (their owner has none), so what is measured is ingest: verify,
+    deduplicate, store, answer. A dict of figures."""
+    name = f"ingest-{backend}"
+    r = Receiver(args, children, name, db, args.pushes, args.concurrency)
+    ingest_owner = json.loads(run([args.cloud, "account", "create", "--db", r.db, "--name", "Ingest"]))
+    other = API(r.port, r.ca, ingest_owner["token"])
+    gateways = [f"gw-ingest-{i:03d}" for i in range(args.ingest_gateways)]
+    for g in gateways:
+        other.call("POST", "/gateways", {"id": g, "secret": r.secret})
+    other.close()
+
+    def load(until, per_gateway=None):
+        latencies, errors = [], []
+
+        def worker(gateway):
+            api = API(r.port, r.ca, "")
+            try:
+                sent = 0
+                while not until() and (per_gateway is None or sent < per_gateway):
+                    body, headers = signed_press(r.secret, uuid7(), gateway)
+                    t = time.perf_counter()
+                    api.call("POST", "/events", body, headers=headers, token=False)
+                    latencies.append((time.perf_counter() - t) * 1000)
+                    sent += 1
+            except Exception as e:  # reported below
+                errors.append(e)
+            finally:
+                api.close()
+
+        threads = [threading.Thread(target=worker, args=(g,), daemon=True) for g in gateways]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=args.timeout)
+        if errors:
+            raise Failure(f"{name}: POST /events failed: {errors[0]}")
+        return latencies
+
+    idle = load(lambda: False, per_gateway=args.ingest_events)
+    answered = AnswerCounter(r.apns_log)
+    event_id = uuid7()
+    body, headers = signed_press(r.secret, event_id)
+    start = time.monotonic()
+    answer = json.loads(r.api.call("POST", "/events", body, headers=headers, token=False))
+    if answer.get("pushes") != args.pushes:
+        raise Failure(f"{name}: the press queued {answer.get('pushes')} pushes, expected {args.pushes}")
+    busy = load(lambda: answered.count() >= args.pushes or time.monotonic() - start > args.timeout)
+    fan_out_s = time.monotonic() - start
+    path = f"/events/{event_id}/deliveries"
+    while b'"pending"' in r.api.call("GET", path):
+        if time.monotonic() - start > args.timeout:
+            raise Failure(f"{name}: deliveries still pending after {args.timeout:.0f} s: {tail(r.cloud_err)}")
+        time.sleep(0.2)
+    r.api.close()
+    children.stop(r.cloud)
+    children.stop(r.apns)
+    figures = {"idle": idle, "busy": busy, "fan_out_s": fan_out_s}
+    log(f"{name}: ingest p50/p99 {percentile(idle, .5):.1f}/{percentile(idle, .99):.1f} ms alone "
+        f"({len(idle)} events), {percentile(busy, .5):.1f}/{percentile(busy, .99):.1f} ms during the "
+        f"{args.pushes}-phone fan-out ({len(busy)} events in {fan_out_s:.1f} s)")
+    return figures
+
+
+def postgres_database(conninfo, name):
+    """A fresh database on the test PostgreSQL server (`cloud/scripts/with-test-postgres.sh`); its URL."""
+    fields = dict(part.split("=", 1) for part in conninfo.split())
+    run(["psql", "-q", "-v", "ON_ERROR_STOP=1", conninfo, "-c", f"DROP DATABASE IF EXISTS {name}",
+         "-c", f"CREATE DATABASE {name}"])
+    return f"postgresql://{fields.get('user', 'postgres')}@{fields['host']}:{fields['port']}/{name}"
+
+
 def sig3(x):
     return f"{x:.3g}" if x < 100 else str(round(x))
 
@@ -372,6 +463,10 @@ def main():
                         "database lock in proportion to N")
     p.add_argument("--timeout", type=float, default=300, help="longest fan-out, seconds (default 300)")
     p.add_argument("--perf-record", metavar="FILE", help="perf record doorbell-cloud during the concurrent fan-out")
+    p.add_argument("--ingest-gateways", type=int, default=20,
+                   help="gateways posting events at once for the ingest-under-fan-out figures (default 20; 0 skips)")
+    p.add_argument("--ingest-events", type=int, default=25,
+                   help="events per gateway for the ingest figures without a fan-out (default 25)")
     args = p.parse_args()
     if args.pushes < 1:
         p.error("N must be at least 1")
@@ -391,6 +486,16 @@ def main():
 
         fast = fan_out(args, children, "concurrent", args.pushes, args.concurrency, args.perf_record)
         slow = fan_out(args, children, "serial", serial, 1) if serial > 0 else None
+        ingest = {}
+        if args.ingest_gateways > 0:
+            ingest["SQLite"] = ingest_under_fan_out(args, children, "sqlite", None)
+            conninfo = os.environ.get("DOORBELL_CLOUD_TEST_POSTGRES")
+            if conninfo:
+                ingest["PostgreSQL"] = ingest_under_fan_out(args, children, "postgres",
+                                                            postgres_database(conninfo, "bench_ingest"))
+            else:
+                log("no DOORBELL_CLOUD_TEST_POSTGRES (run under cloud/scripts/with-test-postgres.sh): "
+                    "ingest figures on SQLite only")
     except (Failure, OSError, subprocess.SubprocessError) as e:
         log(f"FAILED: {e}")
         sys.exit(1)
@@ -425,6 +530,16 @@ def main():
         ("cloud_rss_peak_fanout", round(fast["hwm_mib"]), "MiB",
          f"VmHWM of doorbell-cloud ({build}) after registering {n} phones and fanning one event out to them"),
     ]
+    for backend, f in ingest.items():
+        key = backend.lower()
+        for label, values, during in (("alone", f["idle"], "with no fan-out running"),
+                                      ("fanout", f["busy"], f"while one press fans out to {n} phones "
+                                                            f"({f['fan_out_s']:.1f} s until APNs had every push)")):
+            for q in (0.5, 0.99):
+                rows.append((f"ingest_{key}_{label}_p{int(q * 100)}", sig3(percentile(values, q)), "ms",
+                             f"POST /events → 200 on {backend} ({build} doorbell-cloud), {args.ingest_gateways} "
+                             f"gateways at once on their own kept-alive TLS connections, {len(values)} events "
+                             f"{during}; each event stored and deduplicated, ringing no phone"))
     for name, value, unit, method in rows:
         print(f"{name}\t{value}\t{unit}\t{method}", flush=True)
 

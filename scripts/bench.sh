@@ -192,7 +192,8 @@ row "agent_same_receiver" "$agent_rate" "events/s" "2000 buffered events by the 
 
 # Fan-out: one event to $fanout phones by a release doorbell-cloud through the APNs test server
 # (HTTP/2), then one push at a time; CPU of both sides and the receiver's peak RSS.
-fanout_rows=$("$py" scripts/bench-fanout.py "$root/cloud/.build/release/doorbell-cloud" "$work/fanout" "$fanout")
+# Also ingest p50/p99 while it runs, on SQLite and on a throwaway PostgreSQL (cloud issue #17).
+fanout_rows=$(cloud/scripts/with-test-postgres.sh "$py" scripts/bench-fanout.py "$root/cloud/.build/release/doorbell-cloud" "$work/fanout" "$fanout")
 while IFS=$'\t' read -r name value unit method; do row "$name" "$value" "$unit" "$method"; done <<<"$fanout_rows"
 
 # Write the table into docs/benchmarks.md between the markers, leaving the rest alone.
