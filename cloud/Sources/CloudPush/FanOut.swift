@@ -1,6 +1,7 @@
 import CloudCore
 import CloudStore
 import Logging
+import NIOPosix
 import Synchronization
 
 /// Drains the delivery queue to APNs: due deliveries in batches, up to `concurrency` at once on
@@ -64,7 +65,8 @@ public final class FanOut: Sendable {
     /// previous run of this instance claimed and never finished (it crashed).
     public func run() async {
         do {
-            let reclaimed = try store.reclaimLeases(owner: owner, now: clock())
+            let (store, owner, now) = (store, owner, clock())
+            let reclaimed = try await blocking { try store.reclaimLeases(owner: owner, now: now) }
             if reclaimed > 0 {
                 logger.notice("took back pushes a previous run claimed and did not finish",
                               metadata: ["count": "\(reclaimed)", "owner": "\(owner)"])
@@ -85,7 +87,8 @@ public final class FanOut: Sendable {
                 continue
             }
             if sent > 0 || isStopping { continue }
-            let next = (try? store.nextDueTime()) ?? nil
+            let store = self.store
+            let next = (try? await blocking { try store.nextDueTime() }) ?? nil
             let now = clock()
             let wait = next.map { max(0, $0 - now) } ?? 3_600_000
             if wait > 0 { await sleep(milliseconds: wait) }
@@ -101,7 +104,10 @@ public final class FanOut: Sendable {
     /// Sends every delivery due now, batch after batch. Returns how many were attempted.
     func pass() async throws -> Int {
         let batchSize = max(client.settings.concurrency * 4, 64)
-        let due = try store.claimDue(now: clock(), limit: batchSize, leaseMilliseconds: lease.leaseMilliseconds, owner: owner)
+        let (store, owner, now, leaseMilliseconds) = (store, owner, clock(), lease.leaseMilliseconds)
+        let due = try await blocking {
+            try store.claimDue(now: now, limit: batchSize, leaseMilliseconds: leaseMilliseconds, owner: owner)
+        }
         guard !due.isEmpty else { return 0 }
         let limit = max(client.settings.concurrency, 1)
         // Outcomes are written in groups (one transaction, one fsync); a group is flushed when it
@@ -119,12 +125,12 @@ public final class FanOut: Sendable {
                 return .drainDeadline
             }
             var running = 0
-            func take(_ result: Finished) {
+            func take(_ result: Finished) async {
                 switch result {
                 case .push(let outcome, let delivery):
                     running -= 1
                     finished.append((outcome, delivery))
-                    if finished.count >= groupSize { flush(&finished) }
+                    if finished.count >= groupSize { await flush(&finished) }
                 case .drainDeadline:
                     if !Task.isCancelled {
                         logger.warning("fan-out: pushes still unanswered at the end of the drain; cancelled, sent again later",
@@ -135,19 +141,20 @@ public final class FanOut: Sendable {
             }
             for delivery in due {
                 if isStopping { break }
-                while running >= limit, let result = await group.next() { take(result) }
+                while running >= limit, let result = await group.next() { await take(result) }
                 if isStopping { break }
                 group.addTask { .push(await self.attempt(delivery), delivery) }
                 running += 1
                 started += 1
             }
-            while running > 0, let result = await group.next() { take(result) }
+            while running > 0, let result = await group.next() { await take(result) }
             group.cancelAll()  // the drain watchdog
         }
-        flush(&finished)
+        await flush(&finished)
         if started < due.count {
             do {
-                try store.releaseLeases(Array(due[started...]), owner: owner, now: clock())
+                let (unsent, now) = (Array(due[started...]), clock())
+                try await blocking { try store.releaseLeases(unsent, owner: owner, now: now) }
             } catch {
                 logger.error("fan-out: could not release unsent pushes; they are sent when the lease runs out",
                              metadata: ["error": "\(error)"])
@@ -221,12 +228,19 @@ public final class FanOut: Sendable {
                                       random: Double.random(in: 0..<1))
     }
 
-    private func flush(_ finished: inout [(CloudStore.Outcome, Delivery)]) {
+    /// Store work runs on NIO's thread pool: a transaction's fsync (or a wait for the store's
+    /// lock) never holds one of the few threads Swift concurrency runs requests on.
+    private func blocking<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+        try await NIOThreadPool.singleton.runIfActive(work)
+    }
+
+    private func flush(_ finished: inout [(CloudStore.Outcome, Delivery)]) async {
         guard !finished.isEmpty else { return }
         defer { finished.removeAll(keepingCapacity: true) }
         let effects: [CloudStore.TokenEffect]
+        let (store, batch, now) = (store, finished, clock())
         do {
-            effects = try store.record(finished, now: clock())
+            effects = try await blocking { try store.record(batch, now: now) }
         } catch {
             // The pushes happened (or not); their rows stay pending and are attempted again.
             logger.error("fan-out: could not record \(finished.count) push outcomes", metadata: ["error": "\(error)"])
