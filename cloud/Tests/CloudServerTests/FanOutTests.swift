@@ -170,6 +170,15 @@ enum StoreBackend: String, Sendable, CustomTestStringConvertible {
         }
     }
 
+    /// Polls `condition` every 100 ms until it holds or `seconds` pass; whether it held.
+    func eventuallyAsync(_ seconds: Int, _ condition: () throws -> Bool) async throws -> Bool {
+        for _ in 0..<(seconds * 10) {
+            if try condition() { return true }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        return try condition()
+    }
+
     /// The event a logged APNs request was about (from its payload).
     func eventID(of request: [String: Any]) -> String? {
         ((request["payload"] as? [String: Any])?["doorbell"] as? [String: Any])?["event_id"] as? String
@@ -313,6 +322,48 @@ enum StoreBackend: String, Sendable, CustomTestStringConvertible {
         #expect(jwts.count == 2, "one replacement for the whole burst: \(jwts.count) JWTs")
         let now = Int(Date().timeIntervalSince1970)
         #expect(requests.compactMap { $0["jwt_iat"] as? Int }.allSatisfy { $0 <= now }, "no token from the future")
+    }
+
+    /// A wrong key: APNs refuses every token. One replacement is tried, then nothing is signed
+    /// for 20 minutes (APNs would answer TooManyProviderTokenUpdates); the pushes wait, and the
+    /// health says so. The issue saw a new token and a critical line for every push.
+    @Test func aWrongKeyHoldsPushesAfterOneReplacement() async throws {
+        let tokens = (0..<60).map { _ in randomDeviceToken() }
+        let apns = try APNsTestServer(script: ["default": ["status": 200]])
+        var settings = try apnsSettings(apns, concurrency: 20)
+        settings.key = APNsSigningKey(privateKey: P256.Signing.PrivateKey(), teamID: APNsTestServer.teamID,
+                                      keyID: APNsTestServer.keyID)
+        let (store, cleanup, _) = try StoreBackend.sqlite.make(in: directory)
+        cleanups.withLock { $0.append(cleanup) }
+        let client = try APNsClient(settings: settings, logger: logger)
+        let fanOut = FanOut(store: store, client: client, logger: logger, clock: WallClock.system.millisecondsSinceEpoch,
+                            owner: "wrong-key")
+        let events = EventsEndpoint(fallbackKeys: nil, store: store, output: OutputLines { _ in }, fanOut: fanOut)
+        let api = AppAPI(store: store, adminToken: adminToken, fanOut: fanOut, topics: [APNsTestServer.topic])
+        let app = Application(router: makeRouter(events: events, api: api))
+        let eventID = "019ab2c4-5d6e-7f80-9a1b-2c3d4e5f6a41"
+        let runner = Task { await fanOut.run() }
+        try await app.test(.router) { client in
+            let owner = try await household(client, guests: 0)[0]
+            for token in tokens { try await register(client, token, account: owner.token) }
+            #expect(try await press(client, id: eventID).1["pushes"] as? Int == 60)
+            let held = try await eventuallyAsync(30) {
+                try store.deliveries(eventID: eventID).allSatisfy { $0.attempts >= 1 }
+            }
+            #expect(held, "every push attempted once")
+            let health = try await call(client, .get, "/healthz", token: nil).1
+            #expect(health["apns_provider_token"] as? String == "failing", "\(health)")
+            #expect(health["apns_provider_tokens_signed"] as? Int == 2, "\(health)")
+        }
+        runner.cancel()
+        await runner.value
+        await client.shutdown()
+        let rows = try store.deliveries(eventID: eventID)
+        let inNineteenMinutes = Int64(Date().timeIntervalSince1970 * 1000) + 19 * 60_000
+        #expect(rows.allSatisfy { $0.state == .pending && $0.nextAttemptAtMilliseconds > inNineteenMinutes },
+                "held until the next token may be signed")
+        let jwts = Set(try apns.log().filter { ($0["event"] as? String) == "request" }.compactMap { $0["jwt_id"] as? String })
+        #expect(jwts.count == 2, "the first token and one replacement: \(jwts.count)")
     }
 
     /// GOAWAY after 30 streams while up to 50 are in flight: the unprocessed ones are sent again
