@@ -197,12 +197,14 @@ struct Serve: AsyncParsableCommand {
         limits.maxConnections = maxConnections
         let app = try makeApplication(
             settings: ServerSettings(host: host, port: port, tls: tls, readyFile: readyFile, limits: limits),
-            events: events, api: api, output: output, logger: logger,
-            services: fanOut.map { [FanOutService(fanOut: $0)] } ?? [])
-        // SIGTERM/SIGINT: graceful (requests finish, pushes on the wire drain), but bounded: after
+            events: events, api: api, output: output, logger: logger)
+        // SIGTERM/SIGINT: graceful, in reverse order of `services`: first the fan-out (pushes on
+        // the wire drain and are recorded), then the server (requests in flight finish), so a
+        // client stalling the server's drain never cuts the fan-out's short. Bounded: after
         // --shutdown-timeout-seconds whatever is left is cancelled.
+        let services: [any Service] = [app] + (fanOut.map { [FanOutService(fanOut: $0)] } ?? [])
         var configuration = ServiceGroupConfiguration(
-            services: [app], gracefulShutdownSignals: [.sigterm, .sigint], cancellationSignals: [], logger: logger)
+            services: services, gracefulShutdownSignals: [.sigterm, .sigint], cancellationSignals: [], logger: logger)
         configuration.maximumGracefulShutdownDuration = .milliseconds(Int64(shutdownTimeoutSeconds * 1000))
         configuration.maximumCancellationDuration = .seconds(5)
         do {
