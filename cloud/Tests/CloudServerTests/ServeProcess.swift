@@ -31,6 +31,9 @@ final class ServeProcess: @unchecked Sendable {
         caFile = pki.appendingPathComponent("ca.pem").path
         FileManager.default.createFile(atPath: stdoutFile.path, contents: nil)
         FileManager.default.createFile(atPath: stderrFile.path, contents: nil)
+        guard FileManager.default.isExecutableFile(atPath: Self.binary) else {
+            throw TestSetupError("no doorbell-cloud binary at \(Self.binary): run `swift build` first (make test does)")
+        }
         process.executableURL = URL(fileURLWithPath: Self.binary)
         process.arguments = [
             "serve", "--tls-cert", pki.appendingPathComponent("server.pem").path,
