@@ -2,7 +2,7 @@
 import PackageDescription
 
 // The agent: a pure core (frames → events, signing, config), thin shells around C libraries
-// (libcurl, libcrypto, sqlite3, libgpiod) and the OS, and two small executables. No SwiftNIO here on purpose.
+// (libcurl, libcrypto, sqlite3, libgpiod, libmosquitto) and the OS, and two small executables. No SwiftNIO here on purpose.
 let package = Package(
     name: "doorbell-agent",
     products: [
@@ -25,6 +25,9 @@ let package = Package(
                        providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CGPIOD", pkgConfig: "libgpiod",
                        providers: [.apt(["libgpiod-dev"])]),
+        // The MQTT sink (the house's broker, Home Assistant).
+        .systemLibrary(name: "CMosquitto", pkgConfig: "libmosquitto",
+                       providers: [.apt(["libmosquitto-dev"])]),
         // libc's Linux-only corners that Glibc's module map leaves out (adjtimex).
         .systemLibrary(name: "CLinux"),
         .target(
@@ -36,7 +39,7 @@ let package = Package(
         .target(
             name: "DoorbellRuntime",
             dependencies: [
-                "DoorbellCore", "CCurl", "CSQLite", "CLinux", "CGPIOD",
+                "DoorbellCore", "CCurl", "CSQLite", "CLinux", "CGPIOD", "CMosquitto",
             ]
         ),
         .executableTarget(

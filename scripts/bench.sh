@@ -55,10 +55,8 @@ level = "warning"
 require_sync = false
 [radio.rtl433]
 binary = "$work/quiet.sh"
-[uplink]
-url = "$3"
-ca_file = "$work/pki/ca.pem"
-hmac_secret_file = "$work/g.whsec"
+$(if [[ $3 == mqtt:* ]]; then printf '[mqtt]\nhost = "127.0.0.1"\nport = %s\n' "${3#mqtt:}"; else
+  printf '[uplink]\nurl = "%s"\nca_file = "%s"\nhmac_secret_file = "%s"\n' "$3" "$work/pki/ca.pem" "$work/g.whsec"; fi)
 $4
 CONF
 }
@@ -73,11 +71,11 @@ until_drained() {
 vm() { awk -v k="$2:" '$1==k {print $2}' "/proc/$1/status"; }
 # Drains `count` prefilled events to the receiver on `port` with a fresh agent named `name`;
 # sets drained_s (wall seconds), drained_hwm (VmHWM, KiB) and drained_cpu (utime+stime, ticks).
-drain() { # name port count
+drain() { # name port count [mqtt]
   local t0 t1 pid
   mkdir -p "$work/$1-state"; cp "$work/idle-state/device.key" "$work/$1-state/"
-  "$rel/doorbell-bench" prefill "$work/$1-state/outbox.sqlite" gw-bench "$3"
-  conf "$1" "$work/$1-state" "https://127.0.0.1:$2/events" ""
+  "$rel/doorbell-bench" prefill "$work/$1-state/outbox.sqlite" gw-bench "$3" ${4:-}
+  if [ "${4:-}" = mqtt ]; then conf "$1" "$work/$1-state" "mqtt:$2" ""; else conf "$1" "$work/$1-state" "https://127.0.0.1:$2/events" ""; fi
   t0=$(date +%s.%N)
   "$rel/doorbell-agent" run --config "$work/$1.toml" 2>"$work/$1-agent.log" & pid=$!; pids+=($pid)
   until_drained "$work/$1.sock"
@@ -125,6 +123,17 @@ overlap=$(python3 -c 'import json,sys; print(max(json.loads(l)["in_flight"] for 
 row "drain_http2_events_per_s" "$(python3 -c "print(round($backlog / $drained_s))")" "events/s" "$backlog buffered events → HTTP/2 receiver (hypercorn, CPython) on loopback, one connection, up to 8 streams in flight (max seen by the receiver: $overlap)"
 row "drain_http2_agent_cpu_per_event" "$(python3 -c "print(round($drained_cpu * 1e6 / $ticks / $backlog))")" "µs" "same run, the agent's CPU time per delivered event"
 row "rss_peak_draining_http2" "$(( drained_hwm / 1024 ))" "MiB" "VmHWM of the agent after that drain"
+
+# The same backlog to the house's MQTT broker (Mosquitto 2.0 on loopback): QoS 1, up to
+# mqtt.max_in_flight (20) unacknowledged, each PUBACK recorded in the outbox, the Home Assistant
+# event and the raw event published per event.
+mport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+printf 'listener %s 127.0.0.1\nallow_anonymous true\npersistence false\n' "$mport" > "$work/mosquitto.conf"
+mosquitto -c "$work/mosquitto.conf" > "$work/mosquitto.log" 2>&1 & pids+=($!)
+for _ in $(seq 1 100); do (exec 3<>/dev/tcp/127.0.0.1/$mport) 2>/dev/null && break; sleep 0.1; done
+drain mqtt "$mport" "$backlog" mqtt
+row "drain_mqtt_events_per_s" "$(python3 -c "print(round($backlog / $drained_s))")" "events/s" "$backlog buffered events → Mosquitto 2.0.11 on loopback (QoS 1, 20 in flight, 2 messages per event), agent start to every PUBACK recorded"
+row "drain_mqtt_agent_cpu_per_event" "$(python3 -c "print(round($drained_cpu * 1e6 / $ticks / $backlog))")" "µs" "same run, the agent's CPU time per acknowledged event (side by side with the HTTPS rows above)"
 
 # Press → 2xx latency: a radio that reports one press every 50 ms, delivered to doorbell-cloud;
 # the agent's own press_to_delivered histogram (event created, i.e. frame read, → 2xx).

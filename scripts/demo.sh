@@ -106,6 +106,20 @@ for _ in 1 2; do
 done
 echo "demo: phones ${phones[0]:0:8}… and ${phones[1]:0:8}… registered (sandbox, $topic)"
 
+# The house's MQTT broker (Mosquitto on loopback) and a subscriber that shows what Home Assistant gets.
+mqtt_port=$(sed -n '/^\[mqtt\]/,/^\[/s/^port *= *\([0-9]*\).*/\1/p' "$config")
+if (exec 3<>/dev/tcp/127.0.0.1/$mqtt_port) 2>/dev/null; then
+  echo "demo: port $mqtt_port (MQTT) is busy; stop whatever listens there and run make demo again" >&2
+  exit 1
+fi
+printf 'listener %s 127.0.0.1\nallow_anonymous true\npersistence false\n' "$mqtt_port" > "$work/mosquitto.conf"
+mosquitto -c "$work/mosquitto.conf" > "$work/mosquitto.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 1 100); do (exec 3<>/dev/tcp/127.0.0.1/$mqtt_port) 2>/dev/null && break; sleep 0.1; done
+mosquitto_sub -h 127.0.0.1 -p "$mqtt_port" -t '#' -q 1 -F '%r %t %p' > "$work/mqtt.log" 2>&1 &
+pids+=($!)
+echo "demo: MQTT broker (Mosquitto) on 127.0.0.1:$mqtt_port, Home Assistant discovery on"
+
 "$agent" run --config "$config" 2> "$work/agent.log" &
 pids+=($!)
 
@@ -130,6 +144,14 @@ cat "$work/chime.log" 2>/dev/null || echo "(did not ring)"
 echo
 echo "=== stored at the receiver: the exact signed bodies (doorbell-cloud events) ==="
 "$cloud" events --db "$work/cloud.sqlite" || true
+echo
+# The broker acknowledged everything the cloud got (bounded wait).
+for _ in $(seq 1 100); do
+  "$agentctl" status --json --socket "$work/control.sock" 2>/dev/null | grep -q '"mqtt":{[^}]*"pending":0' && break
+  sleep 0.1
+done
+echo "=== what Home Assistant receives over MQTT (discovery, availability, diagnostics, entity states, events) ==="
+awk '{ line = "  " $2 " " substr($0, length($1) + length($2) + 3); print (length(line) > 170 ? substr(line, 1, 167) "..." : line) }' "$work/mqtt.log" || true
 echo
 echo "=== agentctl status ==="
 "$agentctl" status --socket "$work/control.sock" || true

@@ -217,6 +217,12 @@ public enum ConfigLoader {
             t.finish()
         }
 
+        var mqtt: MQTTSettings?
+        if let t = top.table("mqtt") {
+            mqtt = readMQTT(t, gatewayID: gatewayID ?? "gateway", baseDir: baseDir, checks: checks)
+            t.finish()
+        }
+
         var metrics: MetricsSettings?
         if let t = top.table("metrics") {
             if let f = t.string("file", hint: "where to write, e.g. file = \"/var/lib/prometheus/node-exporter/doorbell_agent.prom\"") {
@@ -292,7 +298,7 @@ public enum ConfigLoader {
         guard let gatewayID else { return nil }
         return AgentConfig(gatewayID: gatewayID, paths: paths, log: log, rtl433: rtl433, button: button,
                            devices: devices, uplink: uplink, metrics: metrics)
-            .with { $0.clock = clock; $0.outbox = limits; $0.actions = actions; $0.ook = ook; $0.ble = ble; $0.regions = regions }
+            .with { $0.clock = clock; $0.outbox = limits; $0.actions = actions; $0.ook = ook; $0.ble = ble; $0.regions = regions; $0.mqtt = mqtt }
     }
 
     static let knownRadios = ["rtl433", "ook", "ble"]
@@ -534,6 +540,66 @@ public enum ConfigLoader {
         var d = DeviceConfig(id: id, name: name, kind: kind, radio: radio, match: match)
         d.bindkey = bindkey
         return d
+    }
+
+    /// MQTT topic levels we build from config text: no wildcards, separators or control bytes.
+    static func isTopicSafe(_ s: String) -> Bool {
+        !s.isEmpty && s.utf8.allSatisfy { $0 > 0x20 && $0 != UInt8(ascii: "+") && $0 != UInt8(ascii: "#") && $0 != 0x7F }
+    }
+
+    static func readMQTT(_ t: TableReader, gatewayID: String, baseDir: String, checks: ConfigFileChecks) -> MQTTSettings? {
+        let host = t.string("host", hint: "the broker, e.g. host = \"homeassistant.local\" (the Mosquitto add-on) or \"127.0.0.1\"")
+        if let host, host.isEmpty || host.contains(" ") || host.contains("/") {
+            t.report("host", "give a host name or address without scheme or port, e.g. \"192.168.1.10\"; found \"\(host)\"")
+        }
+        var m = MQTTSettings(host: host ?? "", clientID: "doorbell-agent-" + gatewayID)
+        if let v = t.string("protocol", required: false) {
+            if let p = MQTTProtocolVersion(rawValue: v) { m.protocolVersion = p } else {
+                t.report("protocol", "must be \"3.1.1\" or \"5\"; found \"\(v)\"")
+            }
+        }
+        if let v = t.string("client_id", required: false) {
+            if v.isEmpty || v.utf8.count > 65_535 { t.report("client_id", "must not be empty") } else { m.clientID = v }
+        }
+        if let v = t.string("username", required: false) { m.username = v }
+        for (key, keyPath, what) in [("password_file", \MQTTSettings.passwordFile, "the broker password (one line; keep it 0600)"),
+                                     ("ca_file", \MQTTSettings.caFile, "the PEM file of the CA that signed the broker's certificate"),
+                                     ("cert_file", \MQTTSettings.certFile, "the gateway's PEM client certificate"),
+                                     ("key_file", \MQTTSettings.keyFile, "the gateway's PEM client key")] {
+            if let s = t.string(key, required: false) {
+                let p = resolve(s, baseDir: baseDir)
+                m[keyPath: keyPath] = p
+                if !checks.isReadableFile(p) { t.report(key, "cannot read \(p): give \(what)") }
+            }
+        }
+        if t.has("password") {
+            t.markUsed("password")
+            t.report("password", "is not read from the config: put the password in a file of its own (0600) and set password_file")
+        }
+        if m.passwordFile != nil && m.username == nil { t.report("password_file", "needs username too") }
+        if (m.certFile == nil) != (m.keyFile == nil) {
+            t.report(m.certFile == nil ? "cert_file" : "key_file", "cert_file and key_file go together (TLS client authentication)")
+        }
+        if m.certFile != nil && m.caFile == nil { t.report("ca_file", "is required with a client certificate: TLS to the broker needs the CA that signed it") }
+        m.port = m.caFile == nil ? 1883 : 8883
+        if let v = t.int("port", in: 1...65_535) { m.port = v }
+        for (key, keyPath) in [("topic_prefix", \MQTTSettings.topicPrefix), ("discovery_prefix", \MQTTSettings.discoveryPrefix)] {
+            if let v = t.string(key, required: false) {
+                let levels = v.split(separator: "/", omittingEmptySubsequences: false)
+                if levels.isEmpty || !levels.allSatisfy({ isTopicSafe(String($0)) }) {
+                    t.report(key, "must be topic levels without spaces, + or #, and no empty level, e.g. \"doorbell\" or \"house/doorbell\"; found \"\(v)\"")
+                } else {
+                    m[keyPath: keyPath] = v
+                }
+            }
+        }
+        if let b = t.bool("discovery") { m.discovery = b }
+        if let v = t.int("keepalive_s", in: 5...3_600) { m.keepaliveSeconds = v }
+        if let v = t.int("max_in_flight", in: 1...100) { m.maxInFlight = v }
+        if let v = t.int("retry_initial_ms", in: 100...600_000) { m.retryInitialMs = v }
+        if let v = t.int("retry_max_ms", in: 1_000...3_600_000) { m.retryMaxMs = v }
+        if m.retryMaxMs < m.retryInitialMs { t.report("retry_max_ms", "must be at least retry_initial_ms (\(m.retryInitialMs))") }
+        return host == nil ? nil : m
     }
 
     static func readUplink(_ t: TableReader, baseDir: String, checks: ConfigFileChecks) -> UplinkSettings? {

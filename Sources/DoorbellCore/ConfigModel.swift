@@ -14,6 +14,8 @@ public struct AgentConfig: Sendable, Equatable {
     public var button: ButtonTracker.Settings
     public var devices: [DeviceConfig]
     public var uplink: UplinkSettings?
+    /// The house's own MQTT broker (Home Assistant, Node-RED): a second sink of the same outbox.
+    public var mqtt: MQTTSettings?
     public var metrics: MetricsSettings?
     public var clock = ClockSettings()
     public var outbox = OutboxLimits()
@@ -311,4 +313,35 @@ public struct OwnBeacon: Sendable, Equatable {
     public var beacon: IBeacon
     public var intervalMs = 100
     public init(beacon: IBeacon, intervalMs: Int = 100) { self.beacon = beacon; self.intervalMs = intervalMs }
+}
+
+public enum MQTTProtocolVersion: String, Sendable, Equatable {
+    case v311 = "3.1.1"
+    case v5 = "5"
+}
+
+public struct MQTTSettings: Sendable, Equatable {
+    public var host: String
+    public var port: Int = 1883
+    public var protocolVersion: MQTTProtocolVersion = .v311
+    /// Also the persistent session's identity: keep it stable per gateway.
+    public var clientID: String
+    public var username: String?
+    /// The password, read at start and on reload, never written in the config itself.
+    public var passwordFile: String?
+    /// TLS when set (port 8883 by convention).
+    public var caFile: String?
+    public var certFile: String?
+    public var keyFile: String?
+    public var topicPrefix: String = "doorbell"
+    public var discovery: Bool = true
+    public var discoveryPrefix: String = "homeassistant"
+    public var keepaliveSeconds: Int = 60
+    public var maxInFlight: Int = 20
+    public var retryInitialMs: Int = 1_000
+    public var retryMaxMs: Int = 60_000
+    public init(host: String, clientID: String) {
+        self.host = host
+        self.clientID = clientID
+    }
 }

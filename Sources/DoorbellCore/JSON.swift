@@ -31,6 +31,7 @@ public enum JSONValue: Sendable, Equatable {
     }
 
     public var stringValue: String? { if case let .string(s) = self { return s } else { return nil } }
+    public var arrayValues: [JSONValue]? { if case let .array(a) = self { return a } else { return nil } }
     public var doubleValue: Double? { if case let .number(n) = self { return n } else { return nil } }
     public var boolValue: Bool? { if case let .bool(b) = self { return b } else { return nil } }
     public var intValue: Int64? {

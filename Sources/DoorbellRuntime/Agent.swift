@@ -43,6 +43,8 @@ public final class Agent: @unchecked Sendable {
     var bleRadio: BLERadio? { bleParts.snapshot }
     var bleMemoryPath: String { config.paths.stateDir + "/ble-buttons.json" }
     var deliverer: Deliverer? { parts.snapshot.deliverer }
+    private let mqttParts = Locked<MQTTSink?>(nil)
+    var mqttSink: MQTTSink? { mqttParts.snapshot }
     private let reloadStatus = Locked<JSONValue>(.null)
     private var metrics: MetricsWriter?
     var control: ControlServer?
@@ -58,7 +60,7 @@ public final class Agent: @unchecked Sendable {
         self.current = Locked(config)
         self.log = log
         try Self.prepareStateDir(config.paths.stateDir)
-        let (opened, movedAside) = try Self.openOutbox(path: config.paths.outboxPath, log: log)
+        let (opened, movedAside) = try Self.openOutbox(path: config.paths.outboxPath, sinks: Self.sinks(config), log: log)
         outbox = opened
         if let movedAside { counters.withLock { $0.outboxMovedAside = movedAside } }
         do {
@@ -160,21 +162,52 @@ public final class Agent: @unchecked Sendable {
 
     /// Opens the outbox; a damaged one (garbage, truncated, a schema from the future) is moved
     /// aside with its WAL so the gateway keeps working, and the status says where it went.
-    static func openOutbox(path: String, log: Logger) throws(AgentStartError) -> (Outbox, String?) {
+    static func openOutbox(path: String, sinks: OutboxSinks, log: Logger) throws(AgentStartError) -> (Outbox, String?) {
         do {
-            return (try Outbox(path: path), nil)
+            return (try Outbox(path: path, sinks: sinks), nil)
         } catch where error.code == .corrupt || error.code == .schema {
             let aside = path + ".broken-" + RFC3339.format(micros: Clocks.wallMicros()).replacingOccurrences(of: ":", with: "")
             for suffix in ["", "-wal", "-shm"] { rename(path + suffix, aside + suffix) }
             log.error("outbox.moved_aside", [("path", path), ("moved_to", aside), ("reason", error.description)])
             do {
-                return (try Outbox(path: path), aside)
+                return (try Outbox(path: path, sinks: sinks), aside)
             } catch {
                 throw AgentStartError(description: error.description, exitCode: 74)
             }
         } catch {
             throw AgentStartError(description: error.description, exitCode: error.code == .readOnly || error.code == .cannotOpen ? 73 : 74)
         }
+    }
+
+    /// Where events go. With no sink configured they wait for one (the cloud's bit).
+    static func sinks(_ config: AgentConfig) -> OutboxSinks {
+        var s: OutboxSinks = []
+        if config.uplink != nil { s.insert(.cloud) }
+        if config.mqtt != nil { s.insert(.mqtt) }
+        return s.isEmpty ? .cloud : s
+    }
+
+    func makeMQTTSink(_ config: AgentConfig) -> MQTTSink? {
+        guard let settings = config.mqtt else { return nil }
+        return MQTTSink(settings: settings, discovery: HomeAssistantDiscovery.messages(config: config, settings: settings, agentVersion: AgentVersion.current),
+                        topics: MQTTTopics(prefix: settings.topicPrefix, gatewayID: config.gatewayID), outbox: outbox,
+                        stateDir: config.paths.stateDir, log: log) { [unowned self] in diagnosticsJSON() }
+    }
+
+    /// The gateway's health as Home Assistant's diagnostic entities read it.
+    func diagnosticsJSON() -> JSONValue {
+        let s = statusJSON()
+        var radios: [String] = []
+        if case let .array(list)? = s["radios"] {
+            radios = list.map { "\($0["name"]?.stringValue ?? "?") \($0["state"]?.stringValue ?? "?")" }
+        }
+        return .object([
+            ("outbox_depth", s["outbox"]?["depth"] ?? .null), ("outbox_oldest_age_s", s["outbox"]?["oldest_age_s"] ?? .null),
+            ("radios", .string(radios.isEmpty ? "none" : radios.joined(separator: ", "))),
+            ("last_delivery", s["uplink"]?["last_success"] ?? .null),
+            ("clock_synchronized", s["clock"]?["synchronized"] ?? .null),
+            ("problem", .bool(s["health"]?.stringValue != "ok")), ("problems", s["problems"] ?? .array([])),
+        ])
     }
 
     public static func prepareStateDir(_ dir: String) throws(AgentStartError) {
@@ -208,6 +241,9 @@ public final class Agent: @unchecked Sendable {
         let r = makeRadio(config)
         r?.start()
         parts.withLock { $0 = (r, d) }
+        let q = makeMQTTSink(config)
+        q?.start()
+        mqttParts.withLock { $0 = q }
         let o = makeOOKRadio(config)
         o?.start()
         ookParts.withLock { $0 = o }
@@ -304,6 +340,18 @@ public final class Agent: @unchecked Sendable {
             deliverer?.stop(graceMicros: 5_000_000)
             newDeliverer?.start()
             parts.withLock { $0.deliverer = newDeliverer }
+        }
+        if Self.sinks(new) != Self.sinks(old) {
+            do { try outbox.setSinks(Self.sinks(new)) } catch { log.error("outbox.sinks_not_changed", [("error", error.description)]) }
+        }
+        if new.mqtt != old.mqtt {
+            mqttSink?.stop()
+            let q = makeMQTTSink(new)
+            q?.start()
+            mqttParts.withLock { $0 = q }
+        } else if let settings = new.mqtt {
+            // Discovery again on every reload: new devices appear, removed ones are cleared.
+            mqttSink?.updateDiscovery(HomeAssistantDiscovery.messages(config: new, settings: settings, agentVersion: AgentVersion.current))
         }
         if new.actions != old.actions {
             actions.withLock { $0 = new.actions.isEmpty ? nil : ActionRunner(actions: new.actions, log: log) }
@@ -471,6 +519,7 @@ public final class Agent: @unchecked Sendable {
                                                ("hint", "the outbox is at its bounds ([outbox] max_events/max_bytes): is the uplink down?")])
             }
             deliverer?.notify()
+            mqttSink?.notify()
             for (entry, event) in zip(result.entries, events) {
                 feed.publish(event.json(id: entry.id, sequence: entry.sequence, gatewayID: gateway, agentVersion: AgentVersion.current))
             }
@@ -585,6 +634,7 @@ public final class Agent: @unchecked Sendable {
         feed.close()
         rawFeed.close()
         deliverer?.stop(graceMicros: uplinkGraceMicros)
+        mqttSink?.stop()
         control?.stop()
         outbox.close()
         log.notice("agent.stopped", [])
@@ -708,6 +758,14 @@ public final class Agent: @unchecked Sendable {
                 m.add("doorbell_delivery_failures_total", "counter", "Failed delivery attempts, by reason.", Double(n), labels: [("reason", reason)])
             }
             m.histogram("doorbell_press_to_delivered_seconds", "From event creation to the receiver's 2xx.", u.deliveredLatency)
+        }
+        if let q = mqttSink?.status.snapshot {
+            m.add("doorbell_mqtt_connected", "gauge", "1 while connected to the MQTT broker.", q.connected ? 1 : 0)
+            m.add("doorbell_mqtt_acknowledged_total", "counter", "Events the MQTT broker acknowledged (PUBACK).", Double(q.acknowledged))
+            if let s = try? outbox.stats() { m.add("doorbell_mqtt_pending", "gauge", "Events waiting for the MQTT broker.", Double(s.mqttPending)) }
+            for (reason, n) in q.ignored.sorted(by: { $0.key < $1.key }) {
+                m.add("doorbell_mqtt_ignored_messages_total", "counter", "Messages on subscribed topics that were ignored, by reason.", Double(n), labels: [("reason", reason)])
+            }
         }
         if let rss = ProcessMemory.residentBytes() {
             m.add("doorbell_resident_memory_bytes", "gauge", "Resident set size of the agent.", Double(rss))
@@ -864,6 +922,21 @@ public final class Agent: @unchecked Sendable {
             ])
         }
 
+        var mqttJSON: JSONValue = .null
+        if let sink = mqttSink {
+            let q = sink.status.snapshot
+            func time(_ t: Int64?) -> JSONValue { t.map { .string(RFC3339.format(micros: $0)) } ?? .null }
+            if !q.connected, let e = q.lastError { problems.append("mqtt: \(e)") }
+            let pending = (try? outbox.stats())?.mqttPending
+            mqttJSON = .object([
+                ("broker", .string(q.broker)), ("connected", .bool(q.connected)), ("pending", pending.map { .number(Double($0)) } ?? .null),
+                ("acknowledged", .number(Double(q.acknowledged))), ("last_ack", time(q.lastAckWallMicros)), ("connects", .number(Double(q.connects))),
+                ("last_error", q.lastError.map(JSONValue.string) ?? .null), ("last_error_at", time(q.lastErrorWallMicros)),
+                ("discovery_messages", .number(Double(q.discoveryMessages))), ("discovery_published", time(q.discoveryPublishedWallMicros)),
+                ("ignored", .object(q.ignored.sorted { $0.key < $1.key }.map { ($0.key, .number(Double($0.value))) })),
+            ])
+        }
+
         let unknown = (Array(p.unknown.values) + Array(o.rf.unknown.values)).sorted { $0.frames > $1.frames }.prefix(10).map { u -> JSONValue in
             .object([("identity", .string(u.identity)), ("model", .string(u.model)), ("frames", .number(Double(u.frames))),
                      ("last_seen", .string(RFC3339.format(micros: u.lastSeenWallMicros)))])
@@ -890,6 +963,7 @@ public final class Agent: @unchecked Sendable {
             ("unknown_transmitters", .array(Array(unknown))),
             ("outbox", .object(outboxJSON)),
             ("uplink", uplinkJSON),
+            ("mqtt", mqttJSON),
             ("config_reload", reloadStatus.snapshot),
             ("actions", .array(actionsJSON)),
         ])

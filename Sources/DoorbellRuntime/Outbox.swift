@@ -2,9 +2,18 @@ import CSQLite
 import Glibc
 
 // The durable event queue. SQLite in WAL mode with synchronous=FULL: append() is one
-// transaction, and when it returns the event survives a power cut. A row leaves only when the
-// receiver acknowledged it. The per-gateway sequence lives in a meta row, so it never goes back
-// even after rows are deleted.
+// transaction, and when it returns the event survives a power cut. A row leaves only when every
+// configured sink acknowledged it — the cloud's 2xx and the MQTT broker's PUBACK are tracked
+// apart, one bit each in `sinks`. The per-gateway sequence lives in a meta row, so it never goes
+// back even after rows are deleted.
+
+/// Where events go: one bit per sink in each row's `sinks` column.
+public struct OutboxSinks: OptionSet, Sendable, Hashable {
+    public let rawValue: Int64
+    public init(rawValue: Int64) { self.rawValue = rawValue }
+    public static let cloud = OutboxSinks(rawValue: 1)
+    public static let mqtt = OutboxSinks(rawValue: 2)
+}
 
 public struct OutboxEntry: Sendable, Equatable {
     public let id: String
@@ -67,6 +76,8 @@ public struct OutboxStats: Sendable, Equatable {
     /// Evicted since the outbox was created (counted, logged and reported, never silent).
     public var evicted: Int = 0
     public var bytes: Int = 0
+    /// Waiting for the broker's PUBACK (0 without [mqtt]).
+    public var mqttPending: Int = 0
     public init(depth: Int, oldestCreatedAtMs: Int64?, lastSequence: Int64, dead: Int = 0, evicted: Int = 0, bytes: Int = 0) {
         self.depth = depth
         self.oldestCreatedAtMs = oldestCreatedAtMs
@@ -86,14 +97,18 @@ public struct OutboxError: Error, Sendable, CustomStringConvertible, Equatable {
 }
 
 public final class Outbox: @unchecked Sendable {
-    public static let schemaVersion: Int32 = 2
+    public static let schemaVersion: Int32 = 3
     public let path: String
+    /// The sinks new events are stored for.
+    public private(set) var sinks: OutboxSinks
     private var db: OpaquePointer?
     private var mutex = pthread_mutex_t()
     private var statements: [String: OpaquePointer] = [:]
 
-    public init(path: String) throws(OutboxError) {
+    /// `sinks`: the configured sinks (see `setSinks` for what a removed one means).
+    public init(path: String, sinks: OutboxSinks = .cloud) throws(OutboxError) {
         self.path = path
+        self.sinks = sinks
         pthread_mutex_init(&mutex, nil)
         var handle: OpaquePointer?
         let rc = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nil)
@@ -113,6 +128,7 @@ public final class Outbox: @unchecked Sendable {
             try exec("PRAGMA journal_mode=WAL")
             try exec("PRAGMA synchronous=FULL")
             try migrate()
+            try restrict(to: sinks)
         } catch {
             sqlite3_close(handle)
             db = nil
@@ -195,6 +211,31 @@ public final class Outbox: @unchecked Sendable {
             COMMIT;
             """)
         }
+        if version < 3 {
+            // v3: one bit per sink that still has to take the row (1 cloud, 2 MQTT).
+            try exec("""
+            BEGIN IMMEDIATE;
+            ALTER TABLE events ADD COLUMN sinks INTEGER NOT NULL DEFAULT 1;
+            PRAGMA user_version = 3;
+            COMMIT;
+            """)
+        }
+    }
+
+    /// The configured sinks changed (start, reload): later events go to these. A sink added later
+    /// starts with the events after it. Without [mqtt] no row waits for the broker any more (rows
+    /// only it still needed leave); rows for the cloud are never dropped this way — with [uplink]
+    /// commented out they wait for it, as before there was a second sink.
+    public func setSinks(_ new: OutboxSinks) throws(OutboxError) {
+        try locked { () throws(OutboxError) in
+            try restrict(to: new)
+            sinks = new
+        }
+    }
+
+    private func restrict(to new: OutboxSinks) throws(OutboxError) {
+        guard !new.contains(.mqtt) else { return }
+        try exec("BEGIN IMMEDIATE; UPDATE events SET sinks = sinks & ~2 WHERE sinks & 2 != 0; DELETE FROM events WHERE sinks = 0; COMMIT;")
     }
 
     // MARK: - Operations
@@ -226,8 +267,8 @@ public final class Outbox: @unchecked Sendable {
             for event in events {
                 sequence += 1
                 let body = event.makeBody(sequence)
-                try run("INSERT INTO events (id, sequence, type, body, created_at_ms) VALUES (?, ?, ?, ?, ?)",
-                        [.text(event.id), .int(sequence), .text(event.type), .blob(body), .int(event.createdAtMs)])
+                try run("INSERT INTO events (id, sequence, type, body, created_at_ms, sinks) VALUES (?, ?, ?, ?, ?, ?)",
+                        [.text(event.id), .int(sequence), .text(event.type), .blob(body), .int(event.createdAtMs), .int(sinks.rawValue)])
                 entries.append(OutboxEntry(id: event.id, sequence: sequence, type: event.type, body: body, createdAtMs: event.createdAtMs,
                                            attempts: 0, lastError: nil))
             }
@@ -240,8 +281,8 @@ public final class Outbox: @unchecked Sendable {
                     sequence += 1
                     let r = report(sequence, evicted)
                     let createdAtMs = events[events.count - 1].createdAtMs
-                    try run("INSERT INTO events (id, sequence, type, body, created_at_ms) VALUES (?, ?, ?, ?, ?)",
-                            [.text(r.id), .int(sequence), .text(r.type), .blob(r.body), .int(createdAtMs)])
+                    try run("INSERT INTO events (id, sequence, type, body, created_at_ms, sinks) VALUES (?, ?, ?, ?, ?, ?)",
+                            [.text(r.id), .int(sequence), .text(r.type), .blob(r.body), .int(createdAtMs), .int(sinks.rawValue)])
                     reportEntry = OutboxEntry(id: r.id, sequence: sequence, type: r.type, body: r.body, createdAtMs: createdAtMs, attempts: 0, lastError: nil)
                 }
             }
@@ -274,16 +315,39 @@ public final class Outbox: @unchecked Sendable {
         }
     }
 
+    /// The cloud's queue, in sequence order.
     public func pending(limit: Int) throws(OutboxError) -> [OutboxEntry] { try entries(dead: false, limit: limit) }
 
     public func deadLetters(limit: Int) throws(OutboxError) -> [OutboxEntry] { try entries(dead: true, limit: limit) }
 
     private func entries(dead: Bool, limit: Int) throws(OutboxError) -> [OutboxEntry] {
+        try select("SELECT id, sequence, type, body, created_at_ms, attempts, last_error, dead FROM events WHERE dead = ? AND sinks & 1 != 0 ORDER BY sequence LIMIT ?",
+                   [dead ? 1 : 0, Int64(limit)])
+    }
+
+    /// What the MQTT sink has still to publish after `sequence`, in order (dead letters too: the
+    /// cloud refusing an event is no reason to keep it from the house).
+    public func pendingForMQTT(after sequence: Int64, limit: Int) throws(OutboxError) -> [OutboxEntry] {
+        try select("SELECT id, sequence, type, body, created_at_ms, attempts, last_error, dead FROM events WHERE sequence > ? AND sinks & 2 != 0 ORDER BY sequence LIMIT ?",
+                   [sequence, Int64(limit)])
+    }
+
+    /// The broker acknowledged these (PUBACK); rows no other sink waits for leave. One transaction.
+    public func acknowledgeMQTT(_ ids: [String]) throws(OutboxError) {
+        guard !ids.isEmpty else { return }
+        try transaction { () throws(OutboxError) in
+            for id in ids {
+                try run("UPDATE events SET sinks = sinks & ~2 WHERE id = ?", [.text(id)])
+                try run("DELETE FROM events WHERE id = ? AND sinks = 0", [.text(id)])
+            }
+        }
+    }
+
+    private func select(_ sql: String, _ ints: [Int64]) throws(OutboxError) -> [OutboxEntry] {
         try locked { () throws(OutboxError) -> [OutboxEntry] in
-            let stmt = try prepare("SELECT id, sequence, type, body, created_at_ms, attempts, last_error, dead FROM events WHERE dead = ? ORDER BY sequence LIMIT ?")
+            let stmt = try prepare(sql)
             defer { sqlite3_reset(stmt) }
-            sqlite3_bind_int64(stmt, 1, dead ? 1 : 0)
-            sqlite3_bind_int64(stmt, 2, Int64(limit))
+            for (i, v) in ints.enumerated() { sqlite3_bind_int64(stmt, Int32(i + 1), v) }
             var out: [OutboxEntry] = []
             while true {
                 let rc = sqlite3_step(stmt)
@@ -314,8 +378,9 @@ public final class Outbox: @unchecked Sendable {
         try transaction { () throws(OutboxError) in
             var removed: Int64 = 0
             for id in delivered {
-                try run("DELETE FROM events WHERE id = ?", [.text(id)])
+                try run("UPDATE events SET sinks = sinks & ~1 WHERE id = ? AND sinks & 1 != 0", [.text(id)])
                 removed += Int64(sqlite3_changes(db))
+                try run("DELETE FROM events WHERE id = ? AND sinks = 0", [.text(id)])
             }
             if removed > 0 { try run("UPDATE meta SET value = value + ? WHERE key = 'delivered'", [.int(removed)]) }
             for f in failed {
@@ -349,8 +414,11 @@ public final class Outbox: @unchecked Sendable {
             let dead = try queryInt("SELECT COUNT(*) FROM events WHERE dead = 1") ?? 0
             let evicted = try queryInt("SELECT value FROM meta WHERE key = 'evicted'") ?? 0
             let bytes = try queryInt("SELECT COALESCE(SUM(LENGTH(body)), 0) FROM events") ?? 0
-            return OutboxStats(depth: Int(depth), oldestCreatedAtMs: oldest, lastSequence: last, dead: Int(dead),
-                               evicted: Int(evicted), bytes: Int(bytes))
+            let mqtt = sinks.contains(.mqtt) ? try queryInt("SELECT COUNT(*) FROM events WHERE sinks & 2 != 0") ?? 0 : 0
+            var stats = OutboxStats(depth: Int(depth), oldestCreatedAtMs: oldest, lastSequence: last, dead: Int(dead),
+                                    evicted: Int(evicted), bytes: Int(bytes))
+            stats.mqttPending = Int(mqtt)
+            return stats
         }
     }
 

@@ -412,6 +412,10 @@ enum StatusTable {
         } else {
             rows.append(("uplink", "not configured"))
         }
+        if let q = s["mqtt"], q != .null {
+            rows.append(("mqtt", "\(text(q["broker"])): \(q["connected"]?.boolValue == true ? "connected" : "NOT connected"), \(text(q["pending"])) pending, \(text(q["acknowledged"])) acknowledged, last ack \(text(q["last_ack"]))"))
+            if q["last_error"] != .null { rows.append(("  last error", "\(text(q["last_error_at"])) \(text(q["last_error"]))")) }
+        }
         if case let .array(unknown)? = s["unknown_transmitters"], !unknown.isEmpty {
             rows.append(("not configured", "\(unknown.count) transmitter(s) heard:"))
             for u in unknown { rows.append(("  \(text(u["identity"]))", "\(text(u["model"])), \(text(u["frames"])) frames, last \(text(u["last_seen"]))")) }

@@ -9,8 +9,8 @@ import Glibc
 struct Bench {
     static func main() {
         let args = Array(CommandLine.arguments.dropFirst())
-        if args.first == "prefill", args.count == 4, let n = Int(args[3]) {
-            prefill(path: args[1], gatewayID: args[2], count: n)
+        if args.first == "prefill", args.count == 4 || args.count == 5, let n = Int(args[3]) {
+            prefill(path: args[1], gatewayID: args[2], count: n, sinks: args.count == 5 && args[4] == "mqtt" ? .mqtt : .cloud)
             return
         }
         let dir = args.first ?? "/tmp"
@@ -21,8 +21,8 @@ struct Bench {
     }
 
     /// Fills an outbox with `count` presses, as an agent would have while the uplink was down.
-    static func prefill(path: String, gatewayID: String, count: Int) {
-        guard let outbox = try? Outbox(path: path) else { print("cannot open \(path)"); exit(1) }
+    static func prefill(path: String, gatewayID: String, count: Int, sinks: OutboxSinks) {
+        guard let outbox = try? Outbox(path: path, sinks: sinks) else { print("cannot open \(path)"); exit(1) }
         var rng = SystemRandomNumberGenerator()
         for i in 0..<count {
             let event = AgentEvent(type: .doorbellPressed, device: DeviceRef(id: "front-door", name: "Front door", radio: "rtl433"),

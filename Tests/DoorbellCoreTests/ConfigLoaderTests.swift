@@ -61,6 +61,16 @@ import Testing
     """
 
     static let badCases: [Case] = [
+        Case(name: "mqtt password in clear", toml: base + "\n[mqtt]\nhost = \"hass.local\"\nusername = \"u\"\npassword = \"hunter2\"\n",
+             expected: "mqtt.password: is not read from the config: put the password in a file of its own"),
+        Case(name: "mqtt prefix with a wildcard", toml: base + "\n[mqtt]\nhost = \"hass.local\"\ntopic_prefix = \"door/#\"\n",
+             expected: "mqtt.topic_prefix: must be topic levels without spaces, + or #"),
+        Case(name: "mqtt client cert without key", toml: base + "\n[mqtt]\nhost = \"hass.local\"\nca_file = \"/etc/ssl/ca.pem\"\ncert_file = \"/etc/ssl/gw.pem\"\n",
+             expected: "mqtt.key_file: cert_file and key_file go together"),
+        Case(name: "mqtt protocol", toml: base + "\n[mqtt]\nhost = \"hass.local\"\nprotocol = \"4\"\n",
+             expected: "mqtt.protocol: must be \"3.1.1\" or \"5\""),
+        Case(name: "mqtt without host", toml: base + "\n[mqtt]\nport = 1883\n",
+             expected: "mqtt.host: is required: the broker"),
         Case(name: "syntax error", toml: "gateway_id = gw-1\n", expected: "agent.toml:1:14: not valid TOML"),
         Case(name: "missing gateway id", toml: "[paths]\nstate_dir = \"/tmp\"\n", expected: "gateway_id: is required: the name this gateway has in the cloud"),
         Case(name: "typo in a key", toml: base + "\n[uplink]\nulr = \"https://x/events\"\nurl = \"https://x/events\"\n",

@@ -29,6 +29,44 @@ final class OutboxTests: XCTestCase {
         XCTAssertEqual([stats.depth, Int(stats.oldestCreatedAtMs ?? 0), Int(stats.lastSequence), stats.dead, stats.evicted], [4, 1_001, 5, 0, 0])
     }
 
+    /// Each sink takes the event on its own; the row leaves when the last one has it, and a
+    /// sink that leaves the config no longer holds rows back.
+    func testAnEventIsKeptUntilEverySinkHasIt() throws {
+        let dir = try TempDir()
+        let path = dir.file("outbox.sqlite")
+        var outbox: Outbox? = try Outbox(path: path, sinks: [.cloud, .mqtt])
+        for i in 0..<3 { _ = try outbox?.append(id: "e\(i)", type: "doorbell.pressed", createdAtMs: Int64(i)) { self.body($0) } }
+        try outbox?.markDelivered(id: "e0") // the cloud's 2xx
+        XCTAssertEqual(try outbox?.pending(limit: 10).map(\.id), ["e1", "e2"])
+        XCTAssertEqual(try outbox?.pendingForMQTT(after: 0, limit: 10).map(\.id), ["e0", "e1", "e2"])
+        XCTAssertEqual(try outbox?.pendingForMQTT(after: 1, limit: 10).map(\.id), ["e1", "e2"], "after the cursor only")
+        try outbox?.acknowledgeMQTT(["e0", "e1"]) // the broker's PUBACKs
+        XCTAssertEqual(try outbox?.pendingForMQTT(after: 0, limit: 10).map(\.id), ["e2"])
+        XCTAssertEqual(try outbox?.pending(limit: 10).map(\.id), ["e1", "e2"], "the cloud still waits for e1")
+        var stats = try XCTUnwrap(outbox?.stats())
+        XCTAssertEqual([stats.depth, stats.mqttPending], [2, 1])
+        // A refusal by the cloud does not keep the event from the broker.
+        try outbox?.settle(delivered: [], dead: [("e2", "HTTP 400")])
+        XCTAssertEqual(try outbox?.pendingForMQTT(after: 0, limit: 10).map(\.id), ["e2"])
+        // Across a restart nothing is forgotten.
+        outbox?.close()
+        outbox = try Outbox(path: path, sinks: [.cloud, .mqtt])
+        XCTAssertEqual(try outbox?.pending(limit: 10).map(\.id), ["e1"])
+        // MQTT removed from the config: e1 still waits for the cloud; nothing waits for MQTT.
+        try outbox?.setSinks(.cloud)
+        stats = try XCTUnwrap(outbox?.stats())
+        XCTAssertEqual(stats.mqttPending, 0)
+        try outbox?.markDelivered(id: "e1")
+        XCTAssertEqual(try outbox?.stats().depth, 0)
+        // Later events are for the cloud only.
+        _ = try outbox?.append(id: "e3", type: "doorbell.pressed", createdAtMs: 3) { self.body($0) }
+        XCTAssertEqual(try outbox?.pendingForMQTT(after: 0, limit: 10).map(\.id), [])
+        // [uplink] commented out, only [mqtt]: the cloud's backlog is kept for it, never dropped.
+        try outbox?.setSinks(.mqtt)
+        XCTAssertEqual(try outbox?.pending(limit: 10).map(\.id), ["e3"])
+        XCTAssertEqual(try outbox?.deadLetters(limit: 10).map(\.id), ["e2"])
+    }
+
     func testSequenceNeverGoesBackAcrossDeletesAndReopen() throws {
         let dir = try TempDir()
         let path = dir.file("outbox.sqlite")

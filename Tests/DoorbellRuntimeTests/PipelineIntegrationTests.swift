@@ -123,6 +123,5 @@ func freeLoopbackPort() throws -> Int {
 }
 
 extension JSONValue {
-    var arrayValues: [JSONValue]? { if case let .array(a) = self { return a } else { return nil } }
     var arrayFirst: JSONValue? { arrayValues?.first }
 }
