@@ -79,9 +79,14 @@ public struct ConnectionGuardState: Sendable, Equatable {
         return arm(limits.bodyTimeoutMilliseconds)
     }
 
-    /// The request's body is complete.
+    /// The request's body is complete. If it was answered already (an early 401 or 413), the
+    /// connection is idle now.
     public mutating func bodyEnded() -> Action {
         guard phase == .readingBody else { return .none }
+        if unanswered == 0 {
+            phase = .awaitingHead
+            return arm(limits.headerTimeoutMilliseconds)
+        }
         phase = .answering
         generation += 1
         return .disarm

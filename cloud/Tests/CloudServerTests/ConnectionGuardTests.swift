@@ -49,4 +49,15 @@ import Testing
         #expect(state.timerFired(generation: 1) == .none)
         #expect(state.answered() == .arm(milliseconds: 1_000, generation: 3))
     }
+
+    /// Answered before the body was read in full (an early 401): once the body is in, the
+    /// connection is idle and the header timeout runs again.
+    @Test func anEarlyAnswerLeavesTheConnectionIdleOnceTheBodyIsIn() {
+        var state = ConnectionGuardState(limits: limits)
+        _ = state.opened()
+        _ = state.head(declaredLength: 100, hasBody: true)
+        #expect(state.answered() == .none, "the body timer keeps running")
+        #expect(state.bodyEnded() == .arm(milliseconds: 1_000, generation: 3))
+        #expect(state.timerFired(generation: 3) == .close)
+    }
 }
