@@ -28,6 +28,7 @@ deb: deps
 # Every test: unit, property, and integration with real rtl_433, SQLite, HTTPS and processes.
 test: deps build-cloud
 	scripts/venv.sh >/dev/null
+	scripts/venv-ha.sh >/dev/null
 	.venv/bin/python Tests/helpers/test_apns_test_server.py
 	scripts/check-rtl433-specs.sh
 	scripts/make-deb.sh

@@ -204,7 +204,8 @@ public final class Agent: @unchecked Sendable {
         return .object([
             ("outbox_depth", s["outbox"]?["depth"] ?? .null), ("outbox_oldest_age_s", s["outbox"]?["oldest_age_s"] ?? .null),
             ("radios", .string(radios.isEmpty ? "none" : radios.joined(separator: ", "))),
-            ("last_delivery", s["uplink"]?["last_success"] ?? .null),
+            // Text, not a timestamp entity: "never" and "no cloud" are answers too.
+            ("last_delivery", s["uplink"] == .null ? .string("no cloud uplink") : (s["uplink"]?["last_success"]).flatMap { $0 == .null ? nil : $0 } ?? .string("never")),
             ("clock_synchronized", s["clock"]?["synchronized"] ?? .null),
             ("problem", .bool(s["health"]?.stringValue != "ok")), ("problems", s["problems"] ?? .array([])),
         ])

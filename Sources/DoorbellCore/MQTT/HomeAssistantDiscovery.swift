@@ -32,7 +32,7 @@ public enum HomeAssistantDiscovery {
         var out: [MQTTMessage] = []
         func add(_ component: String, _ object: String, _ members: [(String, JSONValue)]) {
             let topic = "\(settings.discoveryPrefix)/\(component)/\(node)/\(MQTTTopics.level(object))/config"
-            out.append(MQTTMessage(topic: topic, json: .object(members + [origin]), retain: true))
+            out.append(MQTTMessage(topic: topic, json: .object(members + (component == "device_automation" ? [] : [origin])), retain: true))
         }
 
         let gatewayDevice: JSONValue = .object([
@@ -44,13 +44,32 @@ public enum HomeAssistantDiscovery {
                      ("manufacturer", .string("doorbell-agent")), ("model", .string(model)), ("via_device", .string(gatewayIdentifier))])
         }
 
+        // The gateway first, so that Home Assistant knows it when a child names it as via_device.
+        // Its own health, from the retained diagnostics JSON.
+        let diagnostics: [(component: String, key: String, name: String, extra: [(String, JSONValue)])] = [
+            ("sensor", "outbox_depth", "Events waiting", [("state_class", .string("measurement"))]),
+            ("sensor", "outbox_oldest_age_s", "Oldest waiting event", [("unit_of_measurement", .string("s")), ("device_class", .string("duration"))]),
+            ("sensor", "radios", "Radios", []),
+            ("sensor", "last_delivery", "Last cloud delivery", []),
+            ("binary_sensor", "clock_synchronized", "Clock synchronized", [("payload_on", .bool(true)), ("payload_off", .bool(false))]),
+            ("binary_sensor", "problem", "Problem", [("device_class", .string("problem")), ("payload_on", .bool(true)), ("payload_off", .bool(false)),
+                                                      ("json_attributes_topic", .string(topics.diagnostics)),
+                                                      ("json_attributes_template", .string("{{ {'problems': value_json.problems} | tojson }}"))]),
+        ]
+        for d in diagnostics {
+            add(d.component, "gateway_\(d.key)", [
+                ("name", .string(d.name)), ("unique_id", .string("\(node)_gateway_\(d.key)")), ("state_topic", .string(topics.diagnostics)),
+                ("value_template", .string("{{ value_json.\(d.key) }}")), ("entity_category", .string("diagnostic")),
+                ("device", gatewayDevice),
+            ] + d.extra + availability)
+        }
         for d in config.devices {
             let ble = d.radio == "ble"
             let device = child(d.id, d.name, model: ble ? "BTHome button" : (d.radio == "ook" ? "433 MHz button (GPIO receiver)" : "433 MHz button"))
             let types = ble ? bleEventTypes : rfEventTypes
             let object = MQTTTopics.level(d.id)
             add("event", object, [
-                ("name", .null), ("unique_id", .string("\(node)_\(object)_event")), ("object_id", .string("\(node)_\(object)")),
+                ("name", .null), ("unique_id", .string("\(node)_\(object)_event")),
                 ("state_topic", .string(topics.deviceEvent(d.id))), ("event_types", .array(types.map(JSONValue.string))),
                 ("device_class", .string(d.kind == .doorbell ? "doorbell" : "button")), ("device", device),
             ] + availability)
@@ -81,24 +100,6 @@ public enum HomeAssistantDiscovery {
             ] + availability)
         }
 
-        // The gateway's own health, from the retained diagnostics JSON.
-        let diagnostics: [(component: String, key: String, name: String, extra: [(String, JSONValue)])] = [
-            ("sensor", "outbox_depth", "Events waiting", [("state_class", .string("measurement"))]),
-            ("sensor", "outbox_oldest_age_s", "Oldest waiting event", [("unit_of_measurement", .string("s")), ("device_class", .string("duration"))]),
-            ("sensor", "radios", "Radios", []),
-            ("sensor", "last_delivery", "Last cloud delivery", [("device_class", .string("timestamp"))]),
-            ("binary_sensor", "clock_synchronized", "Clock synchronized", [("payload_on", .bool(true)), ("payload_off", .bool(false))]),
-            ("binary_sensor", "problem", "Problem", [("device_class", .string("problem")), ("payload_on", .bool(true)), ("payload_off", .bool(false)),
-                                                      ("json_attributes_topic", .string(topics.diagnostics)),
-                                                      ("json_attributes_template", .string("{{ {'problems': value_json.problems} | tojson }}"))]),
-        ]
-        for d in diagnostics {
-            add(d.component, "gateway_\(d.key)", [
-                ("name", .string(d.name)), ("unique_id", .string("\(node)_gateway_\(d.key)")), ("state_topic", .string(topics.diagnostics)),
-                ("value_template", .string("{{ value_json.\(d.key) }}")), ("entity_category", .string("diagnostic")),
-                ("device", gatewayDevice),
-            ] + d.extra + availability)
-        }
         return out
     }
 }
