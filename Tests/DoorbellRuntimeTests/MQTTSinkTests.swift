@@ -298,4 +298,32 @@ final class MQTTSinkTests: XCTestCase {
         XCTAssertEqual(try injectIDs(socket, count: 1).count, 1)
         eventually(10, "acknowledged over TLS") { mqttStatus(socket)?["acknowledged"]?.intValue == 1 }
     }
+
+    /// The outbox's bounds hold while the broker is away; when it returns, what was evicted is
+    /// explained by the gateway.evicted event on the same topic, so every sequence is accounted for.
+    func testEvictionWhileTheBrokerIsAwayIsExplainedToTheHouse() throws {
+        try requireBroker()
+        let dir = try TempDir()
+        let broker = try MosquittoBroker(dir)
+        try broker.start()
+        defer { broker.stop() }
+        let socket = dir.file("control.sock")
+        let agent = try startAgent(dir, config: try config(dir, socket: socket, port: broker.port, mqtt: "[outbox]\nmax_events = 10"), socket: socket)
+        defer { agent.stop() }
+        eventually(15, "connected") { mqttStatus(socket)?["connected"]?.boolValue == true }
+        broker.stop()
+        _ = try injectIDs(socket, count: 15)
+        try broker.start()
+        let sub = try TopicRecorder(dir, port: broker.port)
+        defer { sub.stop() }
+        eventually(30, "drained to the broker") { agentStatus(socket)?["outbox"]?["depth"]?.intValue == 0 }
+        let events = sub.payloads("doorbell/gw/events")
+        var seen = Set(events.compactMap { $0["sequence"]?.intValue })
+        for e in events where e["type"]?.stringValue == "gateway.evicted" {
+            for s in e["data"]?["sequences"]?.arrayValues ?? [] { if let n = s.intValue { seen.insert(n) } }
+        }
+        let last = try XCTUnwrap(seen.max())
+        XCTAssertEqual(seen, Set(1...last), "every sequence either arrived or is listed as evicted")
+        XCTAssertTrue(events.contains { $0["type"]?.stringValue == "gateway.evicted" })
+    }
 }
