@@ -118,12 +118,23 @@ public final class ControlServer: @unchecked Sendable {
     }
 
     private func acceptLoop(_ listener: Int32) {
+        var outOfDescriptors = false
         while true {
             let client = retryingEINTR { accept(listener, nil, nil) }
             if client < 0 {
-                if errno == ECONNABORTED || errno == EMFILE || errno == ENFILE { continue }
+                let code = errno
+                if code == ECONNABORTED { continue }
+                if code == EMFILE || code == ENFILE {
+                    // The connection waits in the backlog; retrying at once would spin a core
+                    // until a descriptor frees up. Say so once, then look again every 100 ms.
+                    if !outOfDescriptors { log.error("control.out_of_descriptors", [("error", errnoText(code)), ("hint", "too many open files: agentctl followers or a descriptor leak; see ls /proc/<pid>/fd")]) }
+                    outOfDescriptors = true
+                    usleep(100_000)
+                    continue
+                }
                 return
             }
+            outOfDescriptors = false
             setCloseOnExec(client)
             serve(client)
         }

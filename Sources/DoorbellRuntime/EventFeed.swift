@@ -46,8 +46,9 @@ public final class EventFeed: @unchecked Sendable {
         defer { _ = state.withLock { $0.followers.removeValue(forKey: ObjectIdentifier(follower)) } }
         for e in recent where !write(e) { return }
         while true {
-            // A heartbeat every 30 s finds clients that went away without a word.
-            follower.signal.wait(timeoutMicros: 30_000_000)
+            // A heartbeat every 10 s finds clients that went away without a word (each holds a
+            // descriptor and a thread until then).
+            follower.signal.wait(timeoutMicros: 10_000_000)
             let (items, dropped, closed) = follower.queue.withLock { q -> ([JSONValue], Int, Bool) in
                 defer { q.items.removeAll(); q.dropped = 0 }
                 return (q.items, q.dropped, q.closed)

@@ -96,4 +96,60 @@ final class BadInputTests: XCTestCase {
         XCTAssertEqual(r.status, 69)
         XCTAssertTrue(r.stderr.contains("is doorbell-agent running?"), r.stderr)
     }
+
+    /// Out of file descriptors (here: many `agentctl events --follow` clients under a low limit),
+    /// the control socket waits instead of spinning a core on accept(), says why in the log, and
+    /// answers again once descriptors are free.
+    func testRunningOutOfDescriptorsDoesNotSpinTheControlSocket() throws {
+        try requireFile(Paths.agentBinary, "doorbell-agent")
+        try requireFile("/usr/bin/prlimit", "prlimit (util-linux)")
+        let dir = try TempDir()
+        let controlPath = dir.file("control.sock")
+        let config = try dir.write("agent.toml", """
+        \(agentHeader(dir, socket: controlPath))
+        [radio.rtl433]
+        binary = "\(try quietRadio(dir))"
+        """)
+        let agent = try Child("/usr/bin/prlimit", ["--nofile=32:32", Paths.agentBinary, "run", "--config", config], dir: dir, name: "agent")
+        defer { agent.stop() }
+        eventually(30, "agent answers") { agentStatus(controlPath) != nil }
+        var clients: [Int32] = []
+        defer { for c in clients { close(c) } }
+        // One follower at a time (each holds a descriptor of the agent) until one gets no answer:
+        // that one waits in the listen backlog for a descriptor.
+        for _ in 0..<40 {
+            let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+            guard fd >= 0 else { break }
+            var wait = timeval(tv_sec: 1, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
+            setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
+            var addr = sockaddr_un()
+            addr.sun_family = sa_family_t(AF_UNIX)
+            withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+                for (i, b) in controlPath.utf8.prefix(raw.count - 1).enumerated() { raw[i] = b }
+            }
+            let connected = withUnsafePointer(to: &addr) { p in
+                p.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) == 0 }
+            }
+            clients.append(fd)
+            guard connected else { break }
+            _ = "{\"command\":\"events\",\"follow\":true}\n".withCString { write(fd, $0, strlen($0)) }
+            var answer = [UInt8](repeating: 0, count: 256)
+            if read(fd, &answer, answer.count) <= 0 { break }
+        }
+        eventually(20, "the agent ran out of descriptors and said so") { agent.stderr.contains("control.out_of_descriptors") }
+        // CPU time over 2 s of waiting: a spinning accept loop burns about 2 s of it.
+        func cpuTicks() -> Int {
+            let stat = (try? String(contentsOfFile: "/proc/\(agent.process.processIdentifier)/stat", encoding: .utf8)) ?? ""
+            let fields = stat.split(separator: ")").last?.split(separator: " ") ?? []
+            return fields.count > 12 ? (Int(fields[11]) ?? 0) + (Int(fields[12]) ?? 0) : 0
+        }
+        let before = cpuTicks()
+        sleep(2)
+        let used = Double(cpuTicks() - before) / Double(sysconf(Int32(_SC_CLK_TCK)))
+        XCTAssertLessThan(used, 0.5, "the agent used \(used) s of CPU in 2 s while out of descriptors")
+        for c in clients { close(c) }
+        clients.removeAll()
+        eventually(30, "the control socket answers again") { agentStatus(controlPath) != nil }
+    }
 }
