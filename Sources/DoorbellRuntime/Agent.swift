@@ -648,7 +648,7 @@ public final class Agent: @unchecked Sendable {
     public func isAlive() -> Bool {
         _ = pipeline.withLock { $0.counters.lines }
         _ = ookPipeline.withLock { $0.decoder.counters.pulses }
-        guard (try? outbox.stats()) != nil else { return false }
+        guard outbox.ping() else { return false }
         if let deliverer, let uplink = config.uplink, let since = deliverer.busySinceMicros {
             let limit = Int64(uplink.connectTimeoutMs + uplink.requestTimeoutMs) * 1000 + 30_000_000
             if Clocks.monotonicMicros() - since > limit { return false }

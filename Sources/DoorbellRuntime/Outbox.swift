@@ -104,6 +104,9 @@ public final class Outbox: @unchecked Sendable {
     private var db: OpaquePointer?
     private var mutex = pthread_mutex_t()
     private var statements: [String: OpaquePointer] = [:]
+    /// Rows and body bytes in the table, kept up to date by every write (under the lock, changed
+    /// only after a commit), so checking the bounds on each append costs no table scan.
+    private var size = (rows: Int64(0), bytes: Int64(0))
 
     /// `sinks`: the configured sinks (see `setSinks` for what a removed one means).
     public init(path: String, sinks: OutboxSinks = .cloud) throws(OutboxError) {
@@ -129,6 +132,7 @@ public final class Outbox: @unchecked Sendable {
             try exec("PRAGMA synchronous=FULL")
             try migrate()
             try restrict(to: sinks)
+            try recount()
         } catch {
             sqlite3_close(handle)
             db = nil
@@ -229,8 +233,28 @@ public final class Outbox: @unchecked Sendable {
     public func setSinks(_ new: OutboxSinks) throws(OutboxError) {
         try locked { () throws(OutboxError) in
             try restrict(to: new)
+            try recount()
             sinks = new
         }
+    }
+
+    private func recount() throws(OutboxError) {
+        size = (try queryInt("SELECT COUNT(*) FROM events") ?? 0, try queryInt("SELECT COALESCE(SUM(LENGTH(body)), 0) FROM events") ?? 0)
+    }
+
+    /// Deletes one row if `condition` holds for it; returns its body's length, nil if nothing went.
+    private func delete(id: String, where condition: String) throws(OutboxError) -> Int64? {
+        let stmt = try prepare("DELETE FROM events WHERE id = ? AND \(condition) RETURNING LENGTH(body)")
+        defer { sqlite3_reset(stmt); sqlite3_clear_bindings(stmt) }
+        sqlite3_bind_text(stmt, 1, id, -1, doorbell_sqlite_transient())
+        let rc = sqlite3_step(stmt)
+        if rc == SQLITE_ROW {
+            let length = sqlite3_column_int64(stmt, 0)
+            _ = sqlite3_step(stmt) // finish the statement so the delete is complete
+            return length
+        }
+        guard rc == SQLITE_DONE else { throw fail(rc, "outbox write failed") }
+        return nil
     }
 
     private func restrict(to new: OutboxSinks) throws(OutboxError) {
@@ -260,7 +284,9 @@ public final class Outbox: @unchecked Sendable {
     public func append(_ events: [OutboxNewEvent], bounds: OutboxBounds?,
                        report: ((Int64, [EvictedEvent]) -> (id: String, type: String, body: [UInt8]))?) throws(OutboxError) -> OutboxBatchResult {
         guard !events.isEmpty else { return OutboxBatchResult(entries: [], evicted: [], report: nil) }
-        return try transaction { () throws(OutboxError) -> OutboxBatchResult in
+        var after = size
+        let result = try transaction { () throws(OutboxError) -> OutboxBatchResult in
+            after = size
             var sequence = try queryInt("SELECT value FROM meta WHERE key = 'last_sequence'") ?? 0
             var entries: [OutboxEntry] = []
             entries.reserveCapacity(events.count)
@@ -271,9 +297,11 @@ public final class Outbox: @unchecked Sendable {
                         [.text(event.id), .int(sequence), .text(event.type), .blob(body), .int(event.createdAtMs), .int(sinks.rawValue)])
                 entries.append(OutboxEntry(id: event.id, sequence: sequence, type: event.type, body: body, createdAtMs: event.createdAtMs,
                                            attempts: 0, lastError: nil))
+                after.rows += 1
+                after.bytes += Int64(body.count)
             }
             var evicted: [EvictedEvent] = []
-            if let bounds { evicted = try evict(to: bounds) }
+            if let bounds { evicted = try evict(to: bounds, size: &after) }
             var reportEntry: OutboxEntry?
             if !evicted.isEmpty {
                 try run("UPDATE meta SET value = value + ? WHERE key = 'evicted'", [.int(Int64(evicted.count))])
@@ -283,21 +311,23 @@ public final class Outbox: @unchecked Sendable {
                     let createdAtMs = events[events.count - 1].createdAtMs
                     try run("INSERT INTO events (id, sequence, type, body, created_at_ms, sinks) VALUES (?, ?, ?, ?, ?, ?)",
                             [.text(r.id), .int(sequence), .text(r.type), .blob(r.body), .int(createdAtMs), .int(sinks.rawValue)])
+                    after.rows += 1
+                    after.bytes += Int64(r.body.count)
                     reportEntry = OutboxEntry(id: r.id, sequence: sequence, type: r.type, body: r.body, createdAtMs: createdAtMs, attempts: 0, lastError: nil)
                 }
             }
             try run("UPDATE meta SET value = ? WHERE key = 'last_sequence'", [.int(sequence)])
             return OutboxBatchResult(entries: entries, evicted: evicted, report: reportEntry)
         }
+        locked { size = after }
+        return result
     }
 
     /// Eviction order: lowest priority first, then oldest. Reports (gateway.*) are never victims.
-    private func evict(to bounds: OutboxBounds) throws(OutboxError) -> [EvictedEvent] {
+    private func evict(to bounds: OutboxBounds, size: inout (rows: Int64, bytes: Int64)) throws(OutboxError) -> [EvictedEvent] {
         var evicted: [EvictedEvent] = []
         while true {
-            let count = try queryInt("SELECT COUNT(*) FROM events") ?? 0
-            let bytes = try queryInt("SELECT COALESCE(SUM(LENGTH(body)), 0) FROM events") ?? 0
-            guard count > Int64(bounds.maxEvents) || bytes > Int64(bounds.maxBytes) else { return evicted }
+            guard size.rows > Int64(bounds.maxEvents) || size.bytes > Int64(bounds.maxBytes) else { return evicted }
             let stmt = try prepare("""
                 SELECT id, sequence, type FROM events WHERE type NOT LIKE 'gateway.%'
                 ORDER BY CASE WHEN type LIKE 'doorbell.%' THEN 2 WHEN type LIKE 'beacon.%' THEN 1 ELSE 0 END, sequence LIMIT 1
@@ -310,7 +340,10 @@ public final class Outbox: @unchecked Sendable {
             }
             let victim = EvictedEvent(id: text(stmt, 0) ?? "", sequence: sqlite3_column_int64(stmt, 1), type: text(stmt, 2) ?? "")
             sqlite3_reset(stmt)
-            try run("DELETE FROM events WHERE id = ?", [.text(victim.id)])
+            if let length = try delete(id: victim.id, where: "1") {
+                size.rows -= 1
+                size.bytes -= length
+            }
             evicted.append(victim)
         }
     }
@@ -335,12 +368,15 @@ public final class Outbox: @unchecked Sendable {
     /// The broker acknowledged these (PUBACK); rows no other sink waits for leave. One transaction.
     public func acknowledgeMQTT(_ ids: [String]) throws(OutboxError) {
         guard !ids.isEmpty else { return }
-        try transaction { () throws(OutboxError) in
+        let gone = try transaction { () throws(OutboxError) -> (rows: Int64, bytes: Int64) in
+            var gone = (rows: Int64(0), bytes: Int64(0))
             for id in ids {
                 try run("UPDATE events SET sinks = sinks & ~2 WHERE id = ?", [.text(id)])
-                try run("DELETE FROM events WHERE id = ? AND sinks = 0", [.text(id)])
+                if let length = try delete(id: id, where: "sinks = 0") { gone.rows += 1; gone.bytes += length }
             }
+            return gone
         }
+        locked { size.rows -= gone.rows; size.bytes -= gone.bytes }
     }
 
     private func select(_ sql: String, _ ints: [Int64]) throws(OutboxError) -> [OutboxEntry] {
@@ -375,12 +411,13 @@ public final class Outbox: @unchecked Sendable {
     public func settle(delivered: [String], failed: [(id: String, error: String, nextAttemptAtMs: Int64)] = [],
                        dead: [(id: String, error: String)] = []) throws(OutboxError) {
         guard !delivered.isEmpty || !failed.isEmpty || !dead.isEmpty else { return }
-        try transaction { () throws(OutboxError) in
+        let gone = try transaction { () throws(OutboxError) -> (rows: Int64, bytes: Int64) in
             var removed: Int64 = 0
+            var gone = (rows: Int64(0), bytes: Int64(0))
             for id in delivered {
                 try run("UPDATE events SET sinks = sinks & ~1 WHERE id = ? AND sinks & 1 != 0", [.text(id)])
                 removed += Int64(sqlite3_changes(db))
-                try run("DELETE FROM events WHERE id = ? AND sinks = 0", [.text(id)])
+                if let length = try delete(id: id, where: "sinks = 0") { gone.rows += 1; gone.bytes += length }
             }
             if removed > 0 { try run("UPDATE meta SET value = value + ? WHERE key = 'delivered'", [.int(removed)]) }
             for f in failed {
@@ -391,7 +428,9 @@ public final class Outbox: @unchecked Sendable {
                 try run("UPDATE events SET dead = 1, attempts = attempts + 1, last_error = ? WHERE id = ?",
                         [.text(String(d.error.prefix(500))), .text(d.id)])
             }
+            return gone
         }
+        locked { size.rows -= gone.rows; size.bytes -= gone.bytes }
     }
 
     /// Rewrites the bodies of several events before their first delivery (clock correction), in one transaction.
@@ -400,6 +439,7 @@ public final class Outbox: @unchecked Sendable {
         try transaction { () throws(OutboxError) in
             for b in bodies { try run("UPDATE events SET body = ? WHERE id = ?", [.blob(b.body), .text(b.id)]) }
         }
+        try locked { () throws(OutboxError) in try recount() } // rare (clock correction): a scan is fine
     }
 
     public func recordFailure(id: String, error message: String, nextAttemptAtMs: Int64) throws(OutboxError) {
@@ -413,13 +453,18 @@ public final class Outbox: @unchecked Sendable {
             let last = try queryInt("SELECT value FROM meta WHERE key = 'last_sequence'") ?? 0
             let dead = try queryInt("SELECT COUNT(*) FROM events WHERE dead = 1") ?? 0
             let evicted = try queryInt("SELECT value FROM meta WHERE key = 'evicted'") ?? 0
-            let bytes = try queryInt("SELECT COALESCE(SUM(LENGTH(body)), 0) FROM events") ?? 0
+            let bytes = size.bytes
             let mqtt = sinks.contains(.mqtt) ? try queryInt("SELECT COUNT(*) FROM events WHERE sinks & 2 != 0") ?? 0 : 0
             var stats = OutboxStats(depth: Int(depth), oldestCreatedAtMs: oldest, lastSequence: last, dead: Int(dead),
                                     evicted: Int(evicted), bytes: Int(bytes))
             stats.mqttPending = Int(mqtt)
             return stats
         }
+    }
+
+    /// The watchdog's question: does the database answer? One indexed row, no scan.
+    public func ping() -> Bool {
+        (try? locked { () throws(OutboxError) -> Int64? in try queryInt("SELECT value FROM meta WHERE key = 'last_sequence'") }) != nil
     }
 
     /// Moves dead letters back to the queue; returns how many.
@@ -436,7 +481,9 @@ public final class Outbox: @unchecked Sendable {
     public func purgeDead() throws(OutboxError) -> Int {
         try locked { () throws(OutboxError) -> Int in
             try run("DELETE FROM events WHERE dead = 1", [])
-            return Int(sqlite3_changes(db))
+            let n = Int(sqlite3_changes(db))
+            try recount()
+            return n
         }
     }
 
