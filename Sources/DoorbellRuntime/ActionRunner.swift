@@ -39,11 +39,16 @@ public final class ActionRunner: @unchecked Sendable {
                 continue
             }
             let env = Self.environment(event, json: json)
-            startThread(name: "action") { [self] in
+            let started = startThread(name: "action") { [self] in
                 // The relay first: it is the bell; a program may take longer to start.
                 if let pulse = action.gpioPulse { runPulse(pulse, action: action, index: index, also: !action.exec.isEmpty) }
                 if !action.exec.isEmpty { run(action, index: index, environment: env) }
                 status.withLock { $0[index].running -= 1 }
+            }
+            if !started {
+                // The press itself is not lost: it is stored and sent whatever happens here.
+                status.withLock { $0[index].running -= 1 }
+                record(index, failure: "could not start the action: the system has no thread to give (out of memory or at its task limit)", action: action)
             }
         }
     }
@@ -72,6 +77,7 @@ public final class ActionRunner: @unchecked Sendable {
         let finished = WakeSignal()
         let timedOut = Locked(false)
         // Watchdog: TERM at the timeout, KILL a second later.
+        // Without its watchdog the action still runs (it is the bell); only the timeout is lost.
         startThread(name: "action-timeout") {
             if !finished.wait(timeoutMicros: Int64(action.timeoutMs) * 1000) {
                 timedOut.withLock { $0 = true }
@@ -80,9 +86,10 @@ public final class ActionRunner: @unchecked Sendable {
             }
         }
         let name = action.name
-        startThread(name: "action-stderr") { [log] in
+        let reading = startThread(name: "action-stderr") { [log] in
             readLines(fd: process.stderrFD) { line in if !line.isEmpty { log.info("action.output", [("action", name), ("line", line)]) } }
         }
+        if !reading { close(process.stderrFD) } // the program gets EPIPE on stderr instead of blocking on a full pipe
         readLines(fd: process.stdoutFD) { line in if !line.isEmpty { self.log.debug("action.output", [("action", name), ("line", line)]) } }
         let exit = process.wait()
         finished.signal()
@@ -116,7 +123,7 @@ public final class ActionRunner: @unchecked Sendable {
                 record(index, failure: "gpio_pulse: " + error.description, action: action)
             }
         }
-        if also { startThread(name: "action-gpio", body) } else { body() }
+        if !also || !startThread(name: "action-gpio", body) { body() }
     }
 
     private func record(_ index: Int, failure: String, action: ActionConfig) {

@@ -943,6 +943,9 @@ public final class Agent: @unchecked Sendable {
                      ("last_seen", .string(RFC3339.format(micros: u.lastSeenWallMicros)))])
         }
         let actionsJSON = actionStatusJSON(&problems)
+        if threadStartFailures.snapshot > 0 {
+            problems.append("threads: \(threadStartFailures.snapshot) could not be started (last: \(lastThreadStartError.snapshot ?? "?")); the system is out of memory or at its task limit")
+        }
         let events = EventType.allCases.map { ($0.rawValue, JSONValue.number(Double(c.eventsByType[$0.rawValue] ?? 0))) }
         let synced = Clocks.isWallClockSynchronized(config.clock)
         let holding = deliverer?.status.snapshot.heldForClock ?? false

@@ -175,8 +175,12 @@ public final class ControlServer: @unchecked Sendable {
             // No send timeout for a follower that reads slowly; its own thread, so status keeps working.
             var none = timeval(tv_sec: 0, tv_usec: 0)
             setsockopt(client, SOL_SOCKET, SO_SNDTIMEO, &none, socklen_t(MemoryLayout<timeval>.size))
-            startThread(name: "control-stream") { [self] in
+            let started = startThread(name: "control-stream") { [self] in
                 body { value in reply(client, value) }
+                close(client)
+            }
+            if !started {
+                reply(client, .object([("ok", .bool(false)), ("error", .string("the agent cannot start a thread for this stream right now (out of memory or at its task limit); try again"))]))
                 close(client)
             }
         }

@@ -71,7 +71,11 @@ public func readFile(_ path: String, maxBytes: Int = 1 << 20) -> [UInt8]? {
 
 /// Starts a detached OS thread. The pipeline's loops block in the kernel (read, accept,
 /// condition waits), which is what a thread is for; no polling anywhere.
-public func startThread(name: String, _ body: @escaping @Sendable () -> Void) {
+/// Starts a detached thread; false (and nothing started) when the system has no thread to give
+/// (EAGAIN: out of memory for its stack, or a task limit). Callers decide what that costs —
+/// never a crash on the press path.
+@discardableResult
+public func startThread(name: String, _ body: @escaping @Sendable () -> Void) -> Bool {
     final class Box: @unchecked Sendable {
         let body: @Sendable () -> Void
         let name: String
@@ -85,11 +89,19 @@ public func startThread(name: String, _ body: @escaping @Sendable () -> Void) {
         (box as? Box)?.body()
         return nil
     }, box)
-    if rc == 0 { pthread_detach(tid) } else {
+    guard rc == 0 else {
         Unmanaged<AnyObject>.fromOpaque(box).release()
-        fatalError("cannot start thread \(name): \(errnoText(rc))")
+        threadStartFailures.withLock { $0 += 1 }
+        lastThreadStartError.withLock { $0 = "cannot start thread \(name): \(errnoText(rc))" }
+        return false
     }
+    pthread_detach(tid)
+    return true
 }
+
+/// Threads that could not be started since the process began, and why the last one failed.
+public let threadStartFailures = Locked(0)
+public let lastThreadStartError = Locked<String?>(nil)
 
 /// A condition variable with a mutex, for "sleep until there is work or a deadline".
 public final class WakeSignal: @unchecked Sendable {

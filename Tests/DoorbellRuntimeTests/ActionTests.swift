@@ -103,4 +103,41 @@ final class ActionTests: XCTestCase {
         usleep(500_000)
         XCTAssertEqual(chime.rings.count, 2)
     }
+
+    /// A system with no thread to give (address space capped below one more thread's stack) must
+    /// not crash the agent on a press: the press is stored, the action's failure is explained.
+    func testAnActionThatCannotGetAThreadIsAFailureNotACrash() throws {
+        try requireFile(Paths.agentBinary, "doorbell-agent")
+        try requireFile("/usr/bin/prlimit", "prlimit (util-linux)")
+        let dir = try TempDir()
+        let socket = dir.file("control.sock")
+        let config = try dir.write("agent.toml", """
+        \(agentHeader(dir, socket: socket))
+        [radio.rtl433]
+        binary = "\(try quietRadio(dir))"
+        [[device]]
+        id = "front-door"
+        match = { code = 1 }
+        [[action]]
+        name = "chime"
+        exec = ["/bin/true"]
+        """)
+        let agent = try startAgent(dir, config: config, socket: socket)
+        defer { agent.stop() }
+        let pid = agent.process.processIdentifier
+        let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
+        let vmKiB = try XCTUnwrap(status.split(separator: "\n").first { $0.hasPrefix("VmSize:") }?.split(separator: " ").dropFirst().first.flatMap { Int($0) })
+        // 4 MiB more than it maps now: less than one more thread's 8 MiB stack.
+        let capped = try runCommand("/usr/bin/prlimit", ["--pid", String(pid), "--as=\((vmKiB + 4096) * 1024)"])
+        XCTAssertEqual(capped.status, 0, capped.stderr)
+        XCTAssertEqual(try injectPress(socket), 0)
+        eventually(10, "the action's failure in status") {
+            agentStatus(socket)?["actions"]?.arrayValues?.first?["failures"]?.intValue == 1
+        }
+        let s = agentStatus(socket)
+        XCTAssertEqual(s?["outbox"]?["depth"]?.intValue, 1, "the press is stored")
+        XCTAssertTrue(s?["actions"]?.arrayValues?.first?["last_error"]?.stringValue?.contains("no thread") ?? false)
+        XCTAssertTrue((s?["problems"]?.arrayValues ?? []).contains { $0.stringValue?.hasPrefix("threads:") ?? false })
+        XCTAssertNil(agent.wait(seconds: 0.2), "the agent is still running")
+    }
 }
