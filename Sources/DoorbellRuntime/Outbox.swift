@@ -102,7 +102,8 @@ public final class Outbox: @unchecked Sendable {
     /// The sinks new events are stored for.
     public private(set) var sinks: OutboxSinks
     private var db: OpaquePointer?
-    private var mutex = pthread_mutex_t()
+    // On the heap: a pthread object must not move, and `&` on a stored property promises no fixed address.
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private var statements: [String: OpaquePointer] = [:]
     /// Rows and body bytes in the table, kept up to date by every write (under the lock, changed
     /// only after a commit), so checking the bounds on each append costs no table scan.
@@ -112,7 +113,7 @@ public final class Outbox: @unchecked Sendable {
     public init(path: String, sinks: OutboxSinks = .cloud) throws(OutboxError) {
         self.path = path
         self.sinks = sinks
-        pthread_mutex_init(&mutex, nil)
+        pthread_mutex_init(mutex, nil)
         var handle: OpaquePointer?
         let rc = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nil)
         db = handle
@@ -142,7 +143,8 @@ public final class Outbox: @unchecked Sendable {
 
     deinit {
         close()
-        pthread_mutex_destroy(&mutex)
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
     }
 
     public func close() {
@@ -155,8 +157,8 @@ public final class Outbox: @unchecked Sendable {
     }
 
     private func locked<R>(_ body: () throws(OutboxError) -> R) throws(OutboxError) -> R {
-        pthread_mutex_lock(&mutex)
-        defer { pthread_mutex_unlock(&mutex) }
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
         return try body()
     }
 
@@ -176,8 +178,8 @@ public final class Outbox: @unchecked Sendable {
     }
 
     private func locked(_ body: () -> Void) {
-        pthread_mutex_lock(&mutex)
-        defer { pthread_mutex_unlock(&mutex) }
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
         body()
     }
 

@@ -105,44 +105,47 @@ public let lastThreadStartError = Locked<String?>(nil)
 
 /// A condition variable with a mutex, for "sleep until there is work or a deadline".
 public final class WakeSignal: @unchecked Sendable {
-    private var mutex = pthread_mutex_t()
-    private var cond = pthread_cond_t()
+    // On the heap: a pthread object must not move, and `&` on a stored property promises no fixed address.
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private let cond = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
     private var pending = false
 
     public init() {
-        pthread_mutex_init(&mutex, nil)
+        pthread_mutex_init(mutex, nil)
         var attr = pthread_condattr_t()
         pthread_condattr_init(&attr)
         pthread_condattr_setclock(&attr, CLOCK_MONOTONIC)
-        pthread_cond_init(&cond, &attr)
+        pthread_cond_init(cond, &attr)
         pthread_condattr_destroy(&attr)
     }
 
     deinit {
-        pthread_cond_destroy(&cond)
-        pthread_mutex_destroy(&mutex)
+        pthread_cond_destroy(cond)
+        cond.deallocate()
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
     }
 
     public func signal() {
-        pthread_mutex_lock(&mutex)
+        pthread_mutex_lock(mutex)
         pending = true
-        pthread_cond_broadcast(&cond)
-        pthread_mutex_unlock(&mutex)
+        pthread_cond_broadcast(cond)
+        pthread_mutex_unlock(mutex)
     }
 
     /// Waits until signalled or `timeoutMicros` passes (nil: forever). Returns true if signalled.
     @discardableResult
     public func wait(timeoutMicros: Int64?) -> Bool {
-        pthread_mutex_lock(&mutex)
-        defer { pthread_mutex_unlock(&mutex) }
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
         if let timeoutMicros {
             let deadline = Clocks.monotonicMicros() + max(0, timeoutMicros)
             var ts = timespec(tv_sec: Int(deadline / 1_000_000), tv_nsec: Int(deadline % 1_000_000) * 1_000)
             while !pending {
-                if pthread_cond_timedwait(&cond, &mutex, &ts) == ETIMEDOUT { break }
+                if pthread_cond_timedwait(cond, mutex, &ts) == ETIMEDOUT { break }
             }
         } else {
-            while !pending { pthread_cond_wait(&cond, &mutex) }
+            while !pending { pthread_cond_wait(cond, mutex) }
         }
         let was = pending
         pending = false
@@ -152,19 +155,23 @@ public final class WakeSignal: @unchecked Sendable {
 
 /// A value guarded by a mutex; small and explicit instead of actors, since the callers are OS threads.
 public final class Locked<Value>: @unchecked Sendable {
-    private var mutex = pthread_mutex_t()
+    // On the heap: a pthread object must not move, and `&` on a stored property promises no fixed address.
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private var value: Value
 
     public init(_ value: Value) {
         self.value = value
-        pthread_mutex_init(&mutex, nil)
+        pthread_mutex_init(mutex, nil)
     }
 
-    deinit { pthread_mutex_destroy(&mutex) }
+    deinit {
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
+    }
 
     public func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
-        pthread_mutex_lock(&mutex)
-        defer { pthread_mutex_unlock(&mutex) }
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
         return try body(&value)
     }
 
