@@ -326,4 +326,40 @@ final class MQTTSinkTests: XCTestCase {
         XCTAssertEqual(seen, Set(1...last), "every sequence either arrived or is listed as evicted")
         XCTAssertTrue(events.contains { $0["type"]?.stringValue == "gateway.evicted" })
     }
+
+    /// A broker that requires client certificates: the gateway's cert_file/key_file get it in.
+    func testABrokerThatRequiresAClientCertificate() throws {
+        try requireBroker()
+        let dir = try TempDir()
+        let pki = dir.file("pki")
+        XCTAssertEqual(try runCommand(Paths.repoRoot + "/scripts/make-test-pki.sh", [pki]).status, 0)
+        chmod(pki + "/server.key", 0o644) // mosquitto reads it after dropping to its own user
+        // The gateway's client certificate, signed by the same test CA.
+        let ext = try dir.write("client.ext", "basicConstraints = critical, CA:FALSE\nkeyUsage = critical, digitalSignature\nextendedKeyUsage = clientAuth\n")
+        for args in [["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", dir.file("gw.key")],
+                     ["req", "-new", "-key", dir.file("gw.key"), "-subj", "/CN=gw", "-out", dir.file("gw.csr")],
+                     ["x509", "-req", "-in", dir.file("gw.csr"), "-CA", pki + "/ca.pem", "-CAkey", pki + "/ca.key", "-days", "2",
+                      "-set_serial", "7", "-extfile", ext, "-out", dir.file("gw.pem")]] {
+            let r = try runCommand("/usr/bin/openssl", args)
+            XCTAssertEqual(r.status, 0, r.stderr)
+        }
+        let broker = try MosquittoBroker(dir, conf: "allow_anonymous true\nrequire_certificate true\ncafile \(pki)/ca.pem\ncertfile \(pki)/server.pem\nkeyfile \(pki)/server.key\n")
+        try broker.start()
+        defer { broker.stop() }
+        let socket = dir.file("control.sock")
+        let without = try startAgent(dir, config: try config(dir, socket: socket, port: broker.port, mqtt: "ca_file = \"\(pki)/ca.pem\""),
+                                     socket: socket, name: "agent-without")
+        eventually(15, "refused without a certificate, and said so") { mqttStatus(socket)?["last_error"]?.stringValue != nil }
+        XCTAssertEqual(mqttStatus(socket)?["connected"]?.boolValue, false)
+        without.stop()
+        let agent = try startAgent(dir, config: try config(dir, socket: socket, port: broker.port, mqtt: """
+            ca_file = "\(pki)/ca.pem"
+            cert_file = "\(dir.file("gw.pem"))"
+            key_file = "\(dir.file("gw.key"))"
+            """), socket: socket)
+        defer { agent.stop() }
+        eventually(15, "connected with the client certificate") { mqttStatus(socket)?["connected"]?.boolValue == true }
+        XCTAssertEqual(try injectIDs(socket, count: 1).count, 1)
+        eventually(10, "acknowledged") { mqttStatus(socket)?["acknowledged"]?.intValue == 1 }
+    }
 }
