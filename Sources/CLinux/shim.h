@@ -1,15 +1,20 @@
 // Linux facts that Swift's Glibc module does not export (sys/timex.h is not in its module map).
 #ifndef DOORBELL_CLINUX_SHIM_H
 #define DOORBELL_CLINUX_SHIM_H
+#include <errno.h>
 #include <sys/timex.h>
 #include <sys/types.h>
 #include <sys/socket.h>
 
-// 1 when the kernel says the wall clock is not NTP-synchronized (a Pi without RTC at boot).
-static inline int doorbell_clock_unsynchronized(void) {
+// The kernel's NTP state: 1 unsynchronized (a Pi without RTC at boot), 0 synchronized, or -errno
+// when the kernel will not say. systemd's ProtectClock=yes filters @clock, and systemd 252 (Debian
+// 12) denies even this read-only adjtimex with EPERM: that must read as "unknown", never as
+// "synchronized" (the field rig showed the -1 taken for a synchronized clock).
+static inline int doorbell_clock_ntp_state(void) {
     struct timex tx = {0};
     int state = adjtimex(&tx);
-    return state == TIME_ERROR || (tx.status & STA_UNSYNC) != 0;
+    if (state < 0) return -errno;
+    return (state == TIME_ERROR || (tx.status & STA_UNSYNC) != 0) ? 1 : 0;
 }
 
 // The peer of a Unix socket (struct ucred needs _GNU_SOURCE, which Swift's Glibc lacks; same layout).

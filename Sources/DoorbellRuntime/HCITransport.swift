@@ -41,6 +41,8 @@ public final class HCITransport: @unchecked Sendable {
             guard fd >= 0 else {
                 let e = errno
                 if e == EACCES { throw HCIError(description: "\(path): permission denied; add the service user to group dialout") }
+                // Under systemd's DevicePolicy=closed the device cgroup refuses what DeviceAllow= does not list.
+                if e == EPERM { throw HCIError(description: "\(path): the service's device policy refuses it; the unit needs DeviceAllow=char-ttyS/char-ttyACM/char-ttyAMA rw (shipped since issue #15)") }
                 throw HCIError(description: "\(path): \(errnoText(e)) (is the HCI dongle plugged in?)")
             }
             let rc = doorbell_serial_configure(fd, Int32(baud), flow ? 1 : 0)
