@@ -25,8 +25,10 @@ static inline int doorbell_peer_credentials(int fd, struct doorbell_peer *out) {
 }
 
 // The kernel's HCI socket (linux/net/bluetooth, same layout as BlueZ's <bluetooth/hci.h>), so the
-// agent needs no libbluetooth: a raw socket bound to hciN, a filter for the events it reads.
-// Returns the fd, or -errno.
+// agent needs no libbluetooth. Exclusive: the user channel (HCI_CHANNEL_USER), which the kernel
+// grants only on a controller that is down, so the device is taken down first (HCIDEVDOWN, needs
+// CAP_NET_ADMIN; bluetoothd may power it up again in between: a few tries). Shared: a raw socket
+// with a filter for the events it reads. Returns the fd, or -errno.
 #include <errno.h>
 #include <unistd.h>
 #include <termios.h>
@@ -34,9 +36,22 @@ static inline int doorbell_peer_credentials(int fd, struct doorbell_peer *out) {
 #include <string.h>
 struct doorbell_sockaddr_hci { sa_family_t hci_family; unsigned short hci_dev; unsigned short hci_channel; };
 struct doorbell_hci_filter { unsigned int type_mask; unsigned int event_mask[2]; unsigned short opcode; };
-static inline int doorbell_hci_open(int dev) {
+#include <sys/ioctl.h>
+static inline int doorbell_hci_open(int dev, int exclusive) {
     int fd = socket(31 /* AF_BLUETOOTH */, SOCK_RAW | SOCK_CLOEXEC, 1 /* BTPROTO_HCI */);
     if (fd < 0) return -errno;
+    if (exclusive) {
+        struct doorbell_sockaddr_hci u = { 31, (unsigned short)dev, 1 /* HCI_CHANNEL_USER */ };
+        int e = EBUSY;
+        for (int attempt = 0; attempt < 20 && e == EBUSY; attempt++) {
+            if (ioctl(fd, _IOW('H', 202, int) /* HCIDEVDOWN */, dev) < 0 && errno != EALREADY) { e = errno; break; }
+            if (bind(fd, (struct sockaddr *)&u, sizeof u) == 0) return fd;
+            e = errno;
+            if (e == EBUSY) usleep(50000);
+        }
+        close(fd);
+        return -e;
+    }
     struct doorbell_hci_filter f;
     memset(&f, 0, sizeof f);
     f.type_mask = 1u << 0x04;                           /* events only */

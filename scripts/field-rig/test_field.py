@@ -107,6 +107,11 @@ match = {{ address = "{GATE.lower()}" }}
 bindkey = "{BINDKEY.hex()}"
 
 [[device]]
+id = "back-door"
+radio = "ble"
+match = {{ address = "C0:11:22:33:44:06" }}
+
+[[device]]
 id = "serial-door"
 radio = "ble"
 match = {{ address = "C0:11:22:33:44:05" }}
@@ -218,16 +223,7 @@ systemctl is-enabled doorbell-agent; id doorbell-agent; stat -c '%U %a' /var/lib
                 {"t": 2.5, "id": "gate", "action": "data", "data_hex": encrypted_press(2, 11, 2)},
                 {"t": 4.0, "id": "gate", "action": "data", "data_hex": encrypted_press(1, 10, 1)},
                 {"t": 5.5, "id": "gate", "action": "off"}]}
-        radio = rig.VirtualRadio(self.dir, scenario, name="hci-radio")
-        self.peers.append(radio)
-        # The scenario starts at the first LE Set Scan Enable: the agent must not be half-way
-        # through a restart when that comes, so it starts once hci0 is up.
-        self.g.sh("systemctl stop doorbell-agent")
-        self.g.sh(f"modprobe hci_vhci\nsystemd-run --unit rig-vhci python3 /rig/bin/vhci_bridge.py --port {radio.port} --ready-file /run/rig-vhci\n"
-                  "for i in $(seq 1 60); do [ -e /run/rig-vhci ] && break; sleep 0.5; done; cat /run/rig-vhci")
-        # bluetoothd brings hci0 up (AutoEnable), as on Raspberry Pi OS; the agent scans beside it.
-        self.g.sh("for i in $(seq 1 60); do hciconfig hci0 2>/dev/null | grep -q UP && break; btmgmt --index 0 power on >/dev/null 2>&1; sleep 1; done; hciconfig hci0", 90)
-        self.g.sh("systemctl start doorbell-agent")
+        radio = self.attach_controller(scenario, "hci-radio")
         rig.wait_for("scenario over", 120, lambda: any(t["action"] == "scenario_end" for t in radio.truth()), 1.0)
         s = self.wait_status("beacon left and outbox drained",
                              lambda s: s["events"]["beacon.exited"] >= 1 and s["outbox"]["depth"] == 0, 90)
@@ -244,6 +240,46 @@ systemctl is-enabled doorbell-agent; id doorbell-agent; stat -c '%U %a' /var/lib
         self.assertEqual(len(ids), len(set(ids)), "a delivery repeated")
         out = self.g.run("runuser -u rig-installer -- agentctl status", 30, check=False)[1]
         self.assertIn("radio ble", out)
+        self.detach_controller(radio)
+
+    def test_3b_bluetoothd_beside(self):
+        """bluetoothd powered beside the agent while a BlueZ client scans and powers the controller
+        off and on. On the raw channel that lost 7 of 10 presses without a word in agentctl status
+        (probe_bluetoothd.py raw); the agent now holds hci0 through the exclusive user channel."""
+        presses = [{"t": 2.0 + 4 * i, "id": "button", "action": "press", "duration": 1.0, "event": "press"} for i in range(8)]
+        scenario = {"name": "bluetoothd", "advertisers": [{"id": "button", "kind": "bthome_button", "address": "C0:11:22:33:44:06",
+                                                           "battery": 90, "initial_packet_id": 1}], "events": presses}
+        radio = self.attach_controller(scenario, "bluez-radio")
+        start = rig.wait_for("scenario start", 60, lambda: next((t["wall"] for t in radio.truth() if t["action"] == "scenario_start"), None), 0.2)
+        answers = {}
+        for at, cmd in [(5, "bluetoothctl --timeout 4 scan on"), (13, "bluetoothctl scan off"), (19, "bluetoothctl power off"),
+                        (25, "bluetoothctl power on")]:
+            time.sleep(max(0, start + at - time.time()))
+            answers[cmd] = self.g.run(cmd, 30, check=False)[1]
+        self.assertIn("No default controller available", answers["bluetoothctl power off"], "BlueZ still drives the agent's controller")
+        rig.wait_for("scenario over", 60, lambda: any(t["action"] == "scenario_end" for t in radio.truth()), 1.0)
+        self.wait_status("outbox drained", lambda s: s["outbox"]["depth"] == 0, 60)
+        truth = [t["packet_id"] for t in radio.truth() if t["action"] == "press"]
+        got = [b["data"]["packet_id"] for b in self.bodies("back-door")]
+        self.assertEqual(got, truth, "presses lost or repeated beside bluetoothd")
+        s = self.status()
+        self.assertEqual(self.ble(s)["state"], "running")
+        self.detach_controller(radio)
+
+    def attach_controller(self, scenario, name):
+        """A Bumble controller on the host, bridged to /dev/vhci: hci0, which bluetoothd powers up
+        (AutoEnable) as on Raspberry Pi OS. The scenario starts at the first LE Set Scan Enable, so
+        the agent starts only once hci0 is up (not half-way through a restart when that comes)."""
+        radio = rig.VirtualRadio(self.dir, scenario, name=name)
+        self.peers.append(radio)
+        self.g.sh("systemctl stop doorbell-agent")
+        self.g.sh(f"modprobe hci_vhci\nrm -f /run/rig-vhci\nsystemd-run --unit rig-vhci python3 /rig/bin/vhci_bridge.py --port {radio.port} --ready-file /run/rig-vhci\n"
+                  "for i in $(seq 1 60); do [ -e /run/rig-vhci ] && break; sleep 0.5; done; cat /run/rig-vhci")
+        self.g.sh("for i in $(seq 1 60); do hciconfig hci0 2>/dev/null | grep -q UP && break; btmgmt --index 0 power on >/dev/null 2>&1; sleep 1; done; hciconfig hci0", 90)
+        self.g.sh("systemctl start doorbell-agent")
+        return radio
+
+    def detach_controller(self, radio):
         self.g.run("systemctl stop rig-vhci", 30, check=False)
         radio.stop()
 
@@ -255,18 +291,22 @@ systemctl is-enabled doorbell-agent; id doorbell-agent; stat -c '%U %a' /var/lib
         self.assertEqual(self.ble(self.status())["state"], "running", self.ble(self.status()))
 
     def test_5_watchdog(self):
-        """SIGSTOP the agent: systemd restarts it after WatchdogSec; the press before is delivered once."""
+        """SIGSTOP the agent: systemd restarts it after WatchdogSec; the press before it is not lost."""
         pid = self.main_pid()
         self.g.sh(f"agentctl inject press --device dev-01\nkill -STOP {pid}")
         rig.wait_for("a new agent after the watchdog", 120, lambda: self.main_pid() not in (0, pid), 2.0)
         self.assertIn("Watchdog timeout", self.g.sh("journalctl -u doorbell-agent --no-pager | tail -50"))
         rig.wait_for("the press delivered", 60, lambda: self.bodies("dev-01"), 1.0)
-        time.sleep(3)
-        self.assertEqual(len(self.bodies("dev-01")), 1)
+        self.wait_status("outbox drained", lambda s: s["outbox"]["depth"] == 0, 60)
+        # Stopped between the 2xx and its commit, the agent sends the press again after the restart:
+        # at least once, always under the same event id, which the cloud de-duplicates on.
+        self.assertEqual(len({b["id"] for b in self.bodies("dev-01")}), 1, self.bodies("dev-01"))
 
     def test_6_upgrade(self):
         """Upgrade from the previous build: edited conffile kept, state kept, service restarted."""
-        self.g.sh("echo '# edited by the installer' >> /etc/doorbell-agent/agent.toml")
+        # Saved the way an editor saves (fsync). An unsynced edit and a power cut within ~30 s left
+        # NUL bytes in agent.toml on this ext4 and an agent that refused to start (see README).
+        self.g.sh("echo '# edited by the installer' >> /etc/doorbell-agent/agent.toml\nsync /etc/doorbell-agent/agent.toml")
         before = self.g.sh("sha256sum /var/lib/doorbell-agent/* | sort; md5sum /etc/doorbell-agent/agent.toml")
         key_before = [line for line in before.splitlines() if "key" in line]
         pid = self.main_pid()
