@@ -25,6 +25,8 @@ let package = Package(
                        providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CGPIOD", pkgConfig: "libgpiod",
                        providers: [.apt(["libgpiod-dev"])]),
+        // BlueZ's library and headers for the kernel HCI socket (libbluetooth-dev).
+        .target(name: "CBluetooth", linkerSettings: [.linkedLibrary("bluetooth")]),
         // libc's Linux-only corners that Glibc's module map leaves out (adjtimex).
         .systemLibrary(name: "CLinux"),
         .target(
@@ -36,7 +38,7 @@ let package = Package(
         .target(
             name: "DoorbellRuntime",
             dependencies: [
-                "DoorbellCore", "CCurl", "CSQLite", "CLinux", "CGPIOD",
+                "DoorbellCore", "CCurl", "CSQLite", "CLinux", "CGPIOD", "CBluetooth",
             ]
         ),
         .executableTarget(

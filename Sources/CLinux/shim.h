@@ -24,44 +24,10 @@ static inline int doorbell_peer_credentials(int fd, struct doorbell_peer *out) {
     return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, out, &len);
 }
 
-// The kernel's HCI socket (linux/net/bluetooth, same layout as BlueZ's <bluetooth/hci.h>), so the
-// agent needs no libbluetooth. Exclusive: the user channel (HCI_CHANNEL_USER), which the kernel
-// grants only on a controller that is down, so the device is taken down first (HCIDEVDOWN, needs
-// CAP_NET_ADMIN; bluetoothd may power it up again in between: a few tries). Shared: a raw socket
-// with a filter for the events it reads. Returns the fd, or -errno.
-#include <errno.h>
 #include <unistd.h>
 #include <termios.h>
 #include <fcntl.h>
 #include <string.h>
-struct doorbell_sockaddr_hci { sa_family_t hci_family; unsigned short hci_dev; unsigned short hci_channel; };
-struct doorbell_hci_filter { unsigned int type_mask; unsigned int event_mask[2]; unsigned short opcode; };
-#include <sys/ioctl.h>
-static inline int doorbell_hci_open(int dev, int exclusive) {
-    int fd = socket(31 /* AF_BLUETOOTH */, SOCK_RAW | SOCK_CLOEXEC, 1 /* BTPROTO_HCI */);
-    if (fd < 0) return -errno;
-    if (exclusive) {
-        struct doorbell_sockaddr_hci u = { 31, (unsigned short)dev, 1 /* HCI_CHANNEL_USER */ };
-        int e = EBUSY;
-        for (int attempt = 0; attempt < 20 && e == EBUSY; attempt++) {
-            if (ioctl(fd, _IOW('H', 202, int) /* HCIDEVDOWN */, dev) < 0 && errno != EALREADY) { e = errno; break; }
-            if (bind(fd, (struct sockaddr *)&u, sizeof u) == 0) return fd;
-            e = errno;
-            if (e == EBUSY) usleep(50000);
-        }
-        close(fd);
-        return -e;
-    }
-    struct doorbell_hci_filter f;
-    memset(&f, 0, sizeof f);
-    f.type_mask = 1u << 0x04;                           /* events only */
-    f.event_mask[0] = (1u << 0x0E) | (1u << 0x0F) | (1u << 0x10); /* command complete/status, hardware error */
-    f.event_mask[1] = 1u << (0x3E - 32);                /* LE meta */
-    if (setsockopt(fd, 0 /* SOL_HCI */, 2 /* HCI_FILTER */, &f, sizeof f) < 0) { int e = errno; close(fd); return -e; }
-    struct doorbell_sockaddr_hci a = { 31, (unsigned short)dev, 0 /* HCI_CHANNEL_RAW */ };
-    if (bind(fd, (struct sockaddr *)&a, sizeof a) < 0) { int e = errno; close(fd); return -e; }
-    return fd;
-}
 
 // An H4 UART: raw 8N1 at `baud` (standard rates up to 3 Mbit/s), RTS/CTS when asked. 0 or -errno.
 static inline int doorbell_serial_configure(int fd, int baud, int flow_control) {

@@ -1,3 +1,4 @@
+import CBluetooth
 import CLinux
 import DoorbellCore
 import Glibc
