@@ -3,7 +3,7 @@
 # RIG_SKIP_DEB=1 takes the newest in .work/deb) installed into a Debian 12 guest under qemu TCG,
 # booted with systemd and Debian's kernel, and every scenario in test_field.py run against it.
 # The guest's root file system is cached in $RIG_CACHE (default /var/cache/doorbell-field-rig),
-# keyed by its package list; a cold build takes about 15 minutes, a warm run about 5.
+# keyed by its package list; the root file system takes 1-14 minutes to build, a warm run 3-4.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 [ "$(dpkg --print-architecture)" = amd64 ] || { echo "test-field: the rig boots an amd64 guest; this host is $(dpkg --print-architecture)" >&2; exit 1; }
