@@ -3,7 +3,7 @@ SHELL := /bin/bash
 SWIFT ?= swift
 CLOUD_BIN := cloud/.build/debug/doorbell-cloud
 
-.PHONY: all deps build build-cloud demo test deb fuzz bench clean
+.PHONY: all deps build build-cloud demo test test-field deb fuzz bench clean
 
 all: build
 
@@ -33,11 +33,17 @@ test: deps build-cloud
 	scripts/check-rtl433-specs.sh
 	scripts/make-deb.sh
 	scripts/test-deb.sh
+	RIG_SKIP_DEB=1 scripts/field-rig/run.sh
 	cd cloud && scripts/with-test-postgres.sh $(SWIFT) test
 	cd cloud && $(SWIFT) build --product cloud-fuzz && for t in envelope webhook apns payload; do .build/debug/cloud-fuzz $$t Tests/FuzzCorpus/$$t/*; done
 	$(SWIFT) build --build-tests
 	for t in json rtl433 config control pulses ooktext vcd hci ad bthome secret; do .build/debug/doorbell-fuzz $$t Tests/FuzzCorpus/$$t/*; done
 	DOORBELL_CLOUD_BIN=$(CURDIR)/$(CLOUD_BIN) $(SWIFT) test --skip-build
+
+# The field rig alone: the .deb under the shipped unit in a Debian 12 VM (qemu TCG, real kernel,
+# systemd, BlueZ, a Bumble controller as hci0 and on ttyS1). See scripts/field-rig/.
+test-field: deps
+	scripts/field-rig/run.sh
 
 # Figures (speed, footprint, storage wear) with their methods, into docs/benchmarks.md.
 bench: deps

@@ -28,6 +28,8 @@ let package = Package(
         // The MQTT sink (the house's broker, Home Assistant).
         .systemLibrary(name: "CMosquitto", pkgConfig: "libmosquitto",
                        providers: [.apt(["libmosquitto-dev"])]),
+        // BlueZ's library and headers for the kernel HCI socket (libbluetooth-dev).
+        .target(name: "CBluetooth", linkerSettings: [.linkedLibrary("bluetooth")]),
         // libc's Linux-only corners that Glibc's module map leaves out (adjtimex).
         .systemLibrary(name: "CLinux"),
         .target(
@@ -39,7 +41,7 @@ let package = Package(
         .target(
             name: "DoorbellRuntime",
             dependencies: [
-                "DoorbellCore", "CCurl", "CSQLite", "CLinux", "CGPIOD", "CMosquitto",
+                "DoorbellCore", "CCurl", "CSQLite", "CLinux", "CGPIOD", "CMosquitto", "CBluetooth",
             ]
         ),
         .executableTarget(

@@ -69,7 +69,7 @@ Version: $version
 Architecture: $arch
 Maintainer: doorbell-agent developers <dev@doorbell-agent.invalid>
 Installed-Size: $size
-Depends: libc6, libcurl4 (>= 7.74), libssl3 (>= 3.0), libsqlite3-0, libgpiod2, libmosquitto1, systemd
+Depends: libc6, libbluetooth3, libcurl4 (>= 7.74), libssl3 (>= 3.0), libsqlite3-0, libgpiod2, libmosquitto1, systemd
 Recommends: rtl-433
 Section: net
 Priority: optional

@@ -1,15 +1,20 @@
 // Linux facts that Swift's Glibc module does not export (sys/timex.h is not in its module map).
 #ifndef DOORBELL_CLINUX_SHIM_H
 #define DOORBELL_CLINUX_SHIM_H
+#include <errno.h>
 #include <sys/timex.h>
 #include <sys/types.h>
 #include <sys/socket.h>
 
-// 1 when the kernel says the wall clock is not NTP-synchronized (a Pi without RTC at boot).
-static inline int doorbell_clock_unsynchronized(void) {
+// The kernel's NTP state: 1 unsynchronized (a Pi without RTC at boot), 0 synchronized, or -errno
+// when the kernel will not say. systemd's ProtectClock=yes filters @clock, and systemd 252 (Debian
+// 12) denies even this read-only adjtimex with EPERM: that must read as "unknown", never as
+// "synchronized" (the field rig showed the -1 taken for a synchronized clock).
+static inline int doorbell_clock_ntp_state(void) {
     struct timex tx = {0};
     int state = adjtimex(&tx);
-    return state == TIME_ERROR || (tx.status & STA_UNSYNC) != 0;
+    if (state < 0) return -errno;
+    return (state == TIME_ERROR || (tx.status & STA_UNSYNC) != 0) ? 1 : 0;
 }
 
 // The peer of a Unix socket (struct ucred needs _GNU_SOURCE, which Swift's Glibc lacks; same layout).
@@ -19,29 +24,10 @@ static inline int doorbell_peer_credentials(int fd, struct doorbell_peer *out) {
     return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, out, &len);
 }
 
-// The kernel's HCI socket (linux/net/bluetooth, same layout as BlueZ's <bluetooth/hci.h>), so the
-// agent needs no libbluetooth: a raw socket bound to hciN, a filter for the events it reads.
-// Returns the fd, or -errno.
-#include <errno.h>
 #include <unistd.h>
 #include <termios.h>
 #include <fcntl.h>
 #include <string.h>
-struct doorbell_sockaddr_hci { sa_family_t hci_family; unsigned short hci_dev; unsigned short hci_channel; };
-struct doorbell_hci_filter { unsigned int type_mask; unsigned int event_mask[2]; unsigned short opcode; };
-static inline int doorbell_hci_open(int dev) {
-    int fd = socket(31 /* AF_BLUETOOTH */, SOCK_RAW | SOCK_CLOEXEC, 1 /* BTPROTO_HCI */);
-    if (fd < 0) return -errno;
-    struct doorbell_hci_filter f;
-    memset(&f, 0, sizeof f);
-    f.type_mask = 1u << 0x04;                           /* events only */
-    f.event_mask[0] = (1u << 0x0E) | (1u << 0x0F) | (1u << 0x10); /* command complete/status, hardware error */
-    f.event_mask[1] = 1u << (0x3E - 32);                /* LE meta */
-    if (setsockopt(fd, 0 /* SOL_HCI */, 2 /* HCI_FILTER */, &f, sizeof f) < 0) { int e = errno; close(fd); return -e; }
-    struct doorbell_sockaddr_hci a = { 31, (unsigned short)dev, 0 /* HCI_CHANNEL_RAW */ };
-    if (bind(fd, (struct sockaddr *)&a, sizeof a) < 0) { int e = errno; close(fd); return -e; }
-    return fd;
-}
 
 // An H4 UART: raw 8N1 at `baud` (standard rates up to 3 Mbit/s), RTS/CTS when asked. 0 or -errno.
 static inline int doorbell_serial_configure(int fd, int baud, int flow_control) {

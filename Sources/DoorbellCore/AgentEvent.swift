@@ -151,7 +151,8 @@ public enum ClockCorrection {
         guard case var .object(members) = (try? JSONReader.parse(bytes: body)) ?? .null else { return nil }
         let value = JSONValue.object(members)
         var corrected = false
-        if value["boot_id"]?.stringValue == bootID, let mono = value["monotonic_us"]?.intValue, mono <= nowMonoMicros,
+        // An unknown boot (no boot_id readable) is never the same boot: its monotonic time may be an earlier boot's.
+        if bootID != "unknown", !bootID.isEmpty, value["boot_id"]?.stringValue == bootID, let mono = value["monotonic_us"]?.intValue, mono <= nowMonoMicros,
            let i = members.firstIndex(where: { $0.0 == "occurred_at" }) {
             members[i].1 = .string(RFC3339.format(micros: nowWallMicros - (nowMonoMicros - mono)))
             corrected = true

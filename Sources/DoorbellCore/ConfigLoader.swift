@@ -305,12 +305,18 @@ public enum ConfigLoader {
 
     static func readBLE(_ t: TableReader, baseDir: String, checks: ConfigFileChecks) -> BLERadioSettings? {
         let kind = t.string("transport", hint: "how the controller is reached: transport = \"hci\" (kernel, device = \"hci0\"), \"serial\" (H4 UART, path = \"/dev/ttyACM0\") or \"tcp\" (H4, address = \"127.0.0.1:9100\")")
-        let keys = ["device", "path", "baud", "flow_control", "address", "replay"]
+        let keys = ["device", "channel", "path", "baud", "flow_control", "address", "replay"]
         var transport: HCITransportKind?
         switch kind {
         case "hci"?:
             let name = t.string("device", required: false) ?? "hci0"
-            if name.hasPrefix("hci"), let n = Int(name.dropFirst(3)), n >= 0, n < 64 { transport = .kernel(device: n) } else {
+            var exclusive = true
+            switch t.string("channel", required: false) {
+            case nil, "user"?: break
+            case "raw"?: exclusive = false
+            case let other?: t.report("channel", "must be \"user\" (the controller is the agent's alone, the default) or \"raw\" (shared with bluetoothd, which can stop the scan), found \"\(other)\"")
+            }
+            if name.hasPrefix("hci"), let n = Int(name.dropFirst(3)), n >= 0, n < 64 { transport = .kernel(device: n, exclusive: exclusive) } else {
                 t.report("device", "must name a controller like \"hci0\" (hciconfig / btmgmt info list them), found \"\(name)\"")
             }
         case "serial"?:

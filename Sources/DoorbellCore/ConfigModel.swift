@@ -283,8 +283,11 @@ public struct GPIOPulseSettings: Sendable, Equatable {
 }
 
 public enum HCITransportKind: Sendable, Equatable {
-    /// The kernel's HCI socket (BlueZ-managed controller `hciN`).
-    case kernel(device: Int)
+    /// The kernel's HCI socket on controller `hciN`. Exclusive (the default): the HCI user channel,
+    /// the controller is the agent's alone and BlueZ cannot stop its scan. Shared: the raw channel
+    /// beside bluetoothd, whose discovery and power changes silently end the agent's scan (the
+    /// field rig lost 7 of 10 presses to one `bluetoothctl scan on`; issue #15).
+    case kernel(device: Int, exclusive: Bool = true)
     /// H4 over a UART (an nRF52840 or similar running an HCI firmware).
     case serial(path: String, baud: Int, flowControl: Bool)
     /// H4 over TCP (a dongle behind ser2net; the tests' virtual controller).

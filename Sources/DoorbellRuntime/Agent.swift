@@ -947,9 +947,10 @@ public final class Agent: @unchecked Sendable {
             problems.append("threads: \(threadStartFailures.snapshot) could not be started (last: \(lastThreadStartError.snapshot ?? "?")); the system is out of memory or at its task limit")
         }
         let events = EventType.allCases.map { ($0.rawValue, JSONValue.number(Double(c.eventsByType[$0.rawValue] ?? 0))) }
-        let synced = Clocks.isWallClockSynchronized(config.clock)
+        let clockState = Clocks.wallClockState(config.clock)
+        let synced = clockState.synchronized
         let holding = deliverer?.status.snapshot.heldForClock ?? false
-        if holding { problems.append("clock: not synchronized yet; delivery is held so the cloud gets no timestamps from 1970 (check NTP: timedatectl)") }
+        if holding { problems.append("clock: not synchronized yet (\(clockState.reason)); delivery is held so the cloud gets no timestamps from 1970 (check NTP: timedatectl)") }
         return .object([
             ("version", .string(AgentVersion.current)),
             ("gateway_id", .string(config.gatewayID)),
@@ -957,7 +958,7 @@ public final class Agent: @unchecked Sendable {
             ("uptime_s", .number(Double((Clocks.monotonicMicros() - startedMono) / 1_000_000))),
             ("health", .string(problems.isEmpty ? "ok" : "degraded")),
             ("problems", .array(problems.map(JSONValue.string))),
-            ("clock", .object([("synchronized", .bool(synced)), ("require_sync", .bool(config.clock.requireSync)),
+            ("clock", .object([("synchronized", .bool(synced)), ("reason", .string(clockState.reason)), ("require_sync", .bool(config.clock.requireSync)),
                                ("delivery_held", .bool(holding)), ("boot_id", .string(Clocks.bootID)),
                                ("now", .string(RFC3339.format(micros: now)))])),
             ("radios", .array(radios)),

@@ -1,3 +1,4 @@
+import CBluetooth
 import CLinux
 import DoorbellCore
 import Glibc
@@ -23,14 +24,16 @@ public final class HCITransport: @unchecked Sendable {
 
     public static func open(_ kind: HCITransportKind) throws(HCIError) -> HCITransport {
         switch kind {
-        case let .kernel(dev):
-            let fd = doorbell_hci_open(Int32(dev))
+        case let .kernel(dev, exclusive):
+            let fd = doorbell_hci_open(Int32(dev), exclusive ? 1 : 0)
             if fd >= 0 { return HCITransport(fd: fd, name: "hci\(dev)") }
             switch -fd {
             case EAFNOSUPPORT, EPROTONOSUPPORT:
                 throw HCIError(description: "this kernel has no Bluetooth support (AF_BLUETOOTH): load the bluetooth module, or use transport = \"serial\" / \"tcp\"")
             case EPERM, EACCES:
                 throw HCIError(description: "hci\(dev): the kernel HCI socket needs CAP_NET_RAW and CAP_NET_ADMIN (the systemd unit grants them; by hand, run as root)")
+            case EBUSY where exclusive:
+                throw HCIError(description: "hci\(dev): busy: another program holds its user channel, or bluetoothd keeps powering it up (set AutoEnable=false in /etc/bluetooth/main.conf, or channel = \"raw\" to share it)")
             case ENODEV:
                 throw HCIError(description: "hci\(dev): no such controller (btmgmt info / hciconfig list them); is the dongle plugged in and powered (rfkill list)?")
             default:
@@ -41,6 +44,8 @@ public final class HCITransport: @unchecked Sendable {
             guard fd >= 0 else {
                 let e = errno
                 if e == EACCES { throw HCIError(description: "\(path): permission denied; add the service user to group dialout") }
+                // Under systemd's DevicePolicy=closed the device cgroup refuses what DeviceAllow= does not list.
+                if e == EPERM { throw HCIError(description: "\(path): the service's device policy refuses it; the unit needs DeviceAllow=char-ttyS/char-ttyACM/char-ttyAMA rw (shipped since issue #15)") }
                 throw HCIError(description: "\(path): \(errnoText(e)) (is the HCI dongle plugged in?)")
             }
             let rc = doorbell_serial_configure(fd, Int32(baud), flow ? 1 : 0)

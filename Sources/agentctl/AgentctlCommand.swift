@@ -379,6 +379,7 @@ enum StatusTable {
         rows.append(("gateway", text(s["gateway_id"])))
         rows.append(("version", "\(text(s["version"])) (pid \(text(s["pid"])), up \(text(s["uptime_s"])) s)"))
         rows.append(("clock", s["clock"]?["synchronized"]?.boolValue == true ? "synchronized" : "NOT synchronized (events are marked clock_synced=false)"))
+        if let reason = s["clock"]?["reason"]?.stringValue { rows.append(("  because", reason)) }
         if case let .array(radios)? = s["radios"] {
             for r in radios {
                 if r["name"]?.stringValue == "ble" {

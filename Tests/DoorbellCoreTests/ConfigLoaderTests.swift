@@ -126,6 +126,8 @@ import Testing
              expected: "radio.ble.transport: unknown transport \"usb\"; use \"hci\", \"serial\", \"tcp\" or \"replay\""),
         Case(name: "ble bad hci name", toml: "gateway_id = \"gw\"\n[radio.ble]\ntransport = \"hci\"\ndevice = \"bt0\"\n",
              expected: "radio.ble.device: must name a controller like \"hci0\""),
+        Case(name: "ble unknown hci channel", toml: "gateway_id = \"gw\"\n[radio.ble]\ntransport = \"hci\"\nchannel = \"monitor\"\n",
+             expected: "radio.ble.channel: must be \"user\""),
         Case(name: "ble odd baud", toml: "gateway_id = \"gw\"\n[radio.ble]\ntransport = \"serial\"\npath = \"/dev/ttyACM0\"\nbaud = 123456\n",
              expected: "radio.ble.baud: 123456 is not a standard rate"),
         Case(name: "ble tcp without port", toml: "gateway_id = \"gw\"\n[radio.ble]\ntransport = \"tcp\"\naddress = \"127.0.0.1\"\n",
@@ -238,6 +240,14 @@ import Testing
         #expect(c.gatewayID == "gw")
         let m = try ConfigLoader.parse(text: "gateway_id = \"gw\"\n[radio.ble]\ntransport = \"hci\"\n[[region]]\nid = \"a\"\nname = \"\"\"Café \\\"Été\\\"\n«x»\"\"\"\nuuid = \"E2C56DB5-DFFB-48D2-B060-D0F5A71096E0\"\n", file: "a.toml")
         #expect(m.regions.first?.name.hasPrefix("Café") == true)
+    }
+
+    @Test func theKernelHCIChannelIsExclusiveUnlessRawIsAsked() throws {
+        // Issue #15: beside bluetoothd the raw channel lost presses; the user channel is the default.
+        let plain = try ConfigLoader.parse(text: "gateway_id = \"gw\"\n[radio.ble]\ntransport = \"hci\"\n", file: "a.toml")
+        #expect(plain.ble?.transport == .kernel(device: 0, exclusive: true))
+        let raw = try ConfigLoader.parse(text: "gateway_id = \"gw\"\n[radio.ble]\ntransport = \"hci\"\ndevice = \"hci1\"\nchannel = \"raw\"\n", file: "a.toml")
+        #expect(raw.ble?.transport == .kernel(device: 1, exclusive: false))
     }
 
     @Test func nestedArraysAndInlineTablesAreNotTableHeaders() throws {

@@ -91,6 +91,16 @@ import Testing
         #expect(json["clock_corrected"]?.boolValue == false)
     }
 
+    @Test func anUnknownBootIsNeverTheSameBoot() throws {
+        // Under ProcSubset=pid an agent that cannot read boot_id says "unknown" on every boot; an
+        // event from an earlier boot must not be shifted by this boot's monotonic clock.
+        let b = body(synced: false, boot: "unknown", mono: 5_000_000)
+        let fixed = try #require(ClockCorrection.correct(b, nowWallMicros: 1_795_348_810_000_000, nowMonoMicros: 15_000_000, bootID: "unknown"))
+        let json = try JSONReader.parse(bytes: fixed)
+        #expect(json["occurred_at"]?.stringValue == "1970-01-01T00:00:01.000000Z")
+        #expect(json["clock_corrected"]?.boolValue == false)
+    }
+
     @Test func syncedEventsAreLeftAlone() {
         #expect(!ClockCorrection.needsCorrection(body(synced: true, boot: "a", mono: 1)))
     }

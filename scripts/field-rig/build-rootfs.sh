@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The field rig's guest: a Debian 12 root file system (systemd as PID 1, BlueZ, the .deb's
+# dependencies, Debian's own kernel) as an ext4 image, plus that kernel and its initramfs.
+# Built with mmdebstrap from the Debian mirror, cached under $RIG_CACHE keyed by a hash of this
+# script (the package list and every file it writes into the guest), so a warm run reuses it.
+# Prints the cache directory (base.img, vmlinuz, initrd.img).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+RIG_CACHE=${RIG_CACHE:-/var/cache/doorbell-field-rig}
+MIRROR=${MIRROR:-http://deb.debian.org/debian}
+
+# What a field image has for the agent (its .deb's Depends, BlueZ, timesyncd), plus what the rig
+# itself uses in the guest: python3 for the /dev/vhci bridge, strace for evidence.
+packages=(systemd systemd-sysv systemd-timesyncd udev dbus kmod iproute2 procps
+  linux-image-amd64 bluez libbluetooth3 libcurl4 libssl3 libsqlite3-0 libgpiod2 ca-certificates
+  python3-minimal strace sqlite3 less)
+
+key=$(cat "$0" "$here/guest/"* | sha256sum | cut -c1-16)
+dir=$RIG_CACHE/rootfs-$key
+if [ -f "$dir/done" ]; then echo "$dir"; exit 0; fi
+command -v mmdebstrap >/dev/null || { echo "build-rootfs: mmdebstrap missing (scripts/install-deps.sh)" >&2; exit 1; }
+[ "$(id -u)" -eq 0 ] || { echo "build-rootfs: needs root (mmdebstrap, mkfs.ext4 -d)" >&2; exit 1; }
+mkdir -p "$RIG_CACHE"
+rm -rf "$dir" "$dir.tmp"
+mkdir -p "$dir.tmp"
+root=$dir.tmp/root
+echo "build-rootfs: mmdebstrap bookworm (${#packages[@]} packages) into $root" >&2
+nice -n 10 mmdebstrap --mode=root --variant=minbase --quiet \
+  --include="$(IFS=,; echo "${packages[*]}")" \
+  --customize-hook="cp -r $here/guest/. \"\$1/\"_rigguest" \
+  --customize-hook="chroot \"\$1\" sh /_rigguest/setup.sh" \
+  bookworm "$root" "deb $MIRROR bookworm main" "deb $MIRROR-security bookworm-security main" >&2
+cp "$root"/boot/vmlinuz-* "$dir.tmp/vmlinuz"
+cp "$root"/boot/initrd.img-* "$dir.tmp/initrd.img"
+truncate -s 3G "$dir.tmp/base.img"
+nice -n 10 mkfs.ext4 -q -F -L rigroot -d "$root" "$dir.tmp/base.img"
+rm -rf "$root"
+mv "$dir.tmp" "$dir"
+touch "$dir/done"
+# Older keys are stale: keep only this one.
+for old in "$RIG_CACHE"/rootfs-*; do [ "$old" = "$dir" ] || rm -rf "$old"; done
+echo "$dir"

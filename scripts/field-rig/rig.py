@@ -1,0 +1,260 @@
+"""The field rig's host side: boots the cached Debian 12 guest under qemu (TCG), runs commands in
+it through the 9p share, and starts the host-side peers (HTTPS receiver, Bumble controller).
+
+Stdlib only. Every wait is bounded; every process started here is stopped by its own pid.
+"""
+import base64
+import hashlib
+import hmac
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+WORK = os.environ.get("RIG_WORK", os.path.join(REPO, ".work", "field-rig"))
+
+
+def log(*a):
+    print("rig:", *a, file=sys.stderr, flush=True)
+
+
+def read(path):
+    with open(path, errors="replace") as f:
+        return f.read()
+
+
+def wait_for(what, seconds, check, step=0.3):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        v = check()
+        if v:
+            return v
+        time.sleep(step)
+    raise TimeoutError(f"timed out after {seconds} s waiting for {what}")
+
+
+def rootfs_dir():
+    out = subprocess.run([os.path.join(HERE, "build-rootfs.sh")], check=True, stdout=subprocess.PIPE, text=True).stdout
+    return out.strip().splitlines()[-1]
+
+
+class Guest:
+    """One VM with its own copy-on-write disk over the cached base image."""
+
+    def __init__(self, name, rtc_base=None, serial_tcp_port=None, memory_mb=1024, keep_disk=False):
+        """keep_disk: boot the disk a previous run left (to look at a failure), not a fresh one."""
+        self.name = name
+        self.dir = os.path.join(WORK, name)
+        self.share = os.path.join(self.dir, "share")
+        self.disk = os.path.join(self.dir, "disk.qcow2")
+        self.base = rootfs_dir()
+        if keep_disk:
+            shutil.rmtree(self.share, ignore_errors=True)
+        else:
+            shutil.rmtree(self.dir, ignore_errors=True)
+        os.makedirs(os.path.join(self.share, "q"))
+        os.makedirs(os.path.join(self.share, "out"))
+        shutil.copytree(os.path.join(HERE, "share"), os.path.join(self.share, "bin"))
+        if not keep_disk:
+            subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", os.path.join(self.base, "base.img"), self.disk],
+                           check=True)
+        self.rtc_base = rtc_base
+        self.serial_tcp_port = serial_tcp_port
+        self.memory_mb = memory_mb
+        self.proc = None
+        self.seq = 0
+        self.boots = 0
+
+    def path(self, *p):
+        return os.path.join(self.share, *p)
+
+    def boot(self, timeout=240):
+        ready = self.path("out", "ready")
+        if os.path.exists(ready):
+            os.remove(ready)
+        self.boots += 1
+        cmd = ["qemu-system-x86_64", "-accel", "tcg", "-m", str(self.memory_mb), "-smp", "1", "-no-reboot",
+               "-display", "none", "-monitor", "none", "-nodefaults",
+               "-kernel", os.path.join(self.base, "vmlinuz"), "-initrd", os.path.join(self.base, "initrd.img"),
+               "-append", "root=/dev/vda rw console=ttyS0 panic=-1 systemd.show_status=0 net.ifnames=0",
+               "-drive", f"file={self.disk},if=virtio,format=qcow2,cache=writeback",
+               "-virtfs", f"local,path={self.share},mount_tag=rig,security_model=none,id=rig",
+               "-netdev", "user,id=n0,ipv6=off", "-device", "virtio-net-pci,netdev=n0",
+               "-serial", f"file:{os.path.join(self.dir, f'console-{self.boots}.log')}"]
+        if self.serial_tcp_port:
+            # ttyS1: an H4 UART whose other end is a Bumble controller on the host.
+            cmd += ["-chardev", f"socket,id=bt,host=127.0.0.1,port={self.serial_tcp_port},reconnect=1", "-serial", "chardev:bt"]
+        if self.rtc_base:
+            cmd += ["-rtc", f"base={self.rtc_base},clock=host"]
+        log(self.name, "boot", self.boots)
+        start = time.monotonic()
+        with open(os.path.join(self.dir, "qemu.log"), "a") as out:
+            self.proc = subprocess.Popen(["nice", "-n", "10"] + cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            wait_for(f"{self.name} guest to come up", timeout, lambda: os.path.exists(ready) or self.proc.poll() is not None, 0.5)
+        except TimeoutError:
+            self.kill()
+            raise
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"qemu exited with {self.proc.returncode}; see {self.dir}/qemu.log")
+        self.boot_id = read(ready).strip()
+        log(self.name, f"up in {time.monotonic() - start:.0f} s, boot_id {self.boot_id}")
+        return self.boot_id
+
+    def run(self, script, timeout=120, check=True):
+        """Runs a bash script as root in the guest; returns (rc, output)."""
+        self.seq += 1
+        sid = f"{self.boots}-{self.seq:04d}"
+        tmp = self.path("q", sid + ".tmp")
+        with open(tmp, "w") as f:
+            f.write(f"# timeout {int(timeout)}\nset -o pipefail\n{script}\n")
+        os.rename(tmp, self.path("q", sid + ".sh"))
+        rcfile = self.path("out", sid + ".rc")
+        wait_for(f"guest command {sid}", timeout + 30, lambda: os.path.exists(rcfile) or (self.proc and self.proc.poll() is not None), 0.2)
+        if not os.path.exists(rcfile):
+            raise RuntimeError("the guest stopped while running: " + script[:200])
+        rc = int(read(rcfile).strip() or "255")
+        out = read(self.path("out", sid + ".out"))
+        if check and rc != 0:
+            raise RuntimeError(f"guest command failed (rc {rc}):\n{script}\n--- output ---\n{out[-4000:]}")
+        return rc, out
+
+    def sh(self, script, timeout=120):
+        return self.run(script, timeout)[1]
+
+    def kill(self):
+        """The power cut: qemu dies at once, the guest gets no shutdown and flushes nothing."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+        self.proc = None
+
+    def shutdown(self, timeout=90):
+        if self.proc and self.proc.poll() is None:
+            try:
+                self.run("systemctl --no-block poweroff", 30, check=False)
+                self.proc.wait(timeout)
+            except Exception:
+                pass
+        self.kill()
+
+    def console(self):
+        return read(os.path.join(self.dir, f"console-{self.boots}.log"))
+
+
+class Peer:
+    """A host process (receiver, controller) stopped by its own pid."""
+
+    def __init__(self, name, argv, dirpath):
+        self.name = name
+        self.log = os.path.join(dirpath, name + ".log")
+        with open(self.log, "a") as out:
+            self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+def make_pki(dirpath):
+    """A CA and a server certificate for 10.0.2.2, the host as user-mode networking shows it."""
+    os.makedirs(dirpath, exist_ok=True)
+    ca, key, cert = (os.path.join(dirpath, n) for n in ("ca.pem", "server.key", "server.pem"))
+    if os.path.exists(cert):
+        return ca, key, cert
+    q = dict(check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "30",
+                    "-subj", "/CN=field rig CA", "-keyout", os.path.join(dirpath, "ca.key"), "-out", ca], **q)
+    ext = os.path.join(dirpath, "ext.cnf")
+    with open(ext, "w") as f:
+        f.write("subjectAltName = IP:10.0.2.2\nbasicConstraints = CA:FALSE\nextendedKeyUsage = serverAuth\n")
+    csr = os.path.join(dirpath, "server.csr")
+    subprocess.run(["openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-subj", "/CN=10.0.2.2",
+                    "-keyout", key, "-out", csr], **q)
+    subprocess.run(["openssl", "x509", "-req", "-in", csr, "-CA", ca, "-CAkey", os.path.join(dirpath, "ca.key"), "-CAcreateserial",
+                    "-days", "30", "-extfile", ext, "-out", cert], **q)
+    return ca, key, cert
+
+
+SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+
+class Receiver(Peer):
+    """Tests/helpers/https_test_server.py on the host's loopback; the guest reaches it as 10.0.2.2."""
+
+    def __init__(self, dirpath, script="200", max_seconds=1800):
+        ca, key, cert = make_pki(os.path.join(WORK, "pki"))
+        self.ca = ca
+        self.requests_log = os.path.join(dirpath, "requests.jsonl")
+        ready = os.path.join(dirpath, "receiver-ready.json")
+        if os.path.exists(ready):
+            os.remove(ready)
+        super().__init__("receiver", [sys.executable, os.path.join(REPO, "Tests/helpers/https_test_server.py"), "--cert", cert, "--key", key,
+                                      "--script", script, "--log", self.requests_log, "--ready-file", ready,
+                                      "--max-seconds", str(max_seconds)], dirpath)
+        self.port = json.loads(wait_for("receiver ready", 30, lambda: os.path.exists(ready) and read(ready)))["port"]
+        self.url = f"https://10.0.2.2:{self.port}/events"
+
+    def requests(self):
+        if not os.path.exists(self.requests_log):
+            return []
+        return [json.loads(line) for line in read(self.requests_log).splitlines() if line.strip()]
+
+    def verified_bodies(self):
+        """The bodies of the 200-answered requests whose Standard Webhooks HMAC (v1) verifies."""
+        key = base64.b64decode(SECRET[len("whsec_"):])
+        out = []
+        for r in self.requests():
+            h = {k.lower(): v for k, v in r["headers"].items()}
+            signed = f"{h.get('webhook-id')}.{h.get('webhook-timestamp')}.{r['body']}".encode("latin-1")
+            mac = base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
+            if r["answer"] == "200" and ("v1," + mac) in h.get("webhook-signature", "").split():
+                out.append(json.loads(r["body"]))
+        return out
+
+
+def venv_python():
+    return subprocess.run([os.path.join(REPO, "scripts/venv.sh")], check=True, stdout=subprocess.PIPE, text=True).stdout.strip()
+
+
+class VirtualRadio(Peer):
+    """Tests/helpers/ble/virtual_radio.py (Bumble): a controller speaking H4 on a host TCP port, with
+    scripted advertisers on its air and a ground-truth log."""
+
+    TOOL = os.path.join(REPO, "Tests", "helpers", "ble", "virtual_radio.py")
+
+    def __init__(self, dirpath, scenario, max_seconds=600, name="radio", extra=()):
+        self.truth_path = os.path.join(dirpath, name + "-truth.jsonl")
+        sc = os.path.join(dirpath, name + "-scenario.json")
+        with open(sc, "w") as f:
+            json.dump(scenario, f)
+        ready = os.path.join(dirpath, name + "-ready.json")
+        if os.path.exists(ready):
+            os.remove(ready)
+        super().__init__(name, [venv_python(), self.TOOL, "--port", "0", "--scenario", sc, "--seed", "1", "--max-seconds", str(max_seconds),
+                                "--hold", "--truth", self.truth_path, "--ready-file", ready, *extra], dirpath)
+        self.port = json.loads(wait_for("virtual radio ready", 60, lambda: os.path.exists(ready) and read(ready)))["port"]
+
+    def truth(self):
+        if not os.path.exists(self.truth_path):
+            return []
+        return [json.loads(line) for line in read(self.truth_path).splitlines() if line.strip()]
+
+
+def agent_status(guest, user="rig-installer"):
+    """`agentctl status --json` as a member of the doorbell-agent group, parsed."""
+    rc, out = guest.run(f"runuser -u {user} -- agentctl status --json", 30, check=False)
+    try:
+        return json.loads(out)
+    except ValueError:
+        return None
