@@ -12,10 +12,13 @@ MIRROR=${MIRROR:-http://deb.debian.org/debian}
 # What a field image has for the agent (its .deb's Depends, BlueZ, timesyncd), plus what the rig
 # itself uses in the guest: python3 for the /dev/vhci bridge, strace for evidence.
 packages=(systemd systemd-sysv systemd-timesyncd udev dbus kmod iproute2 procps
-  linux-image-amd64 bluez libbluetooth3 libcurl4 libssl3 libsqlite3-0 libgpiod2 ca-certificates
-  python3-minimal strace sqlite3 less)
+  linux-image-amd64 bluez ca-certificates python3-minimal strace sqlite3 less)
+# The .deb's own Depends, read from the script that writes them: the guest installs it with
+# dpkg -i and no network, so a new dependency must reach the image (and change its key).
+depends=$(sed -n 's/^Depends: //p' "$here/../make-deb.sh" | tr ',' '\n' | sed 's/(.*)//; s/[[:space:]]//g' | grep -v '^$')
+packages+=($depends)
 
-key=$(cat "$0" "$here/guest/"* | sha256sum | cut -c1-16)
+key=$( (cat "$0" "$here/guest/"*; echo "$depends") | sha256sum | cut -c1-16)
 dir=$RIG_CACHE/rootfs-$key
 if [ -f "$dir/done" ]; then echo "$dir"; exit 0; fi
 command -v mmdebstrap >/dev/null || { echo "build-rootfs: mmdebstrap missing (scripts/install-deps.sh)" >&2; exit 1; }

@@ -43,9 +43,11 @@ def make_previous_deb(deb, out):
     shutil.rmtree(tmp, ignore_errors=True)
     subprocess.run(["dpkg-deb", "-R", deb, tmp], check=True)
     control = os.path.join(tmp, "DEBIAN", "control")
-    text = open(control).read()
+    with open(control) as f:
+        text = f.read()
     version = next(line.split(": ", 1)[1] for line in text.splitlines() if line.startswith("Version: "))
-    open(control, "w").write(text.replace(f"Version: {version}", f"Version: {version}~prev"))
+    with open(control, "w") as f:
+        f.write(text.replace(f"Version: {version}", f"Version: {version}~prev"))
     subprocess.run(["dpkg-deb", "--root-owner-group", "-Zxz", "--build", tmp, out], check=True, stdout=subprocess.DEVNULL)
     shutil.rmtree(tmp)
     return version
