@@ -46,6 +46,8 @@ public final class Agent: @unchecked Sendable {
     private let mqttParts = Locked<MQTTSink?>(nil)
     var mqttSink: MQTTSink? { mqttParts.snapshot }
     private let reloadStatus = Locked<JSONValue>(.null)
+    /// Set when the agent runs on the last good copy of its config (the file was invalid).
+    public let configProblem = Locked<String?>(nil)
     private var metrics: MetricsWriter?
     var control: ControlServer?
     private var rng = Locked(SystemRandomNumberGenerator())
@@ -211,6 +213,13 @@ public final class Agent: @unchecked Sendable {
         ])
     }
 
+    /// Keeps the config that just loaded for a start on which the file is damaged.
+    public func saveLastGoodConfig(_ bytes: [UInt8]) {
+        do throws(SpawnError) { try LastGoodConfig.save(bytes, stateDir: config.paths.stateDir) } catch {
+            log.warning("config.last_good_not_saved", [("error", error.description)])
+        }
+    }
+
     public static func prepareStateDir(_ dir: String) throws(AgentStartError) {
         var st = stat()
         if stat(dir, &st) != 0 {
@@ -363,6 +372,8 @@ public final class Agent: @unchecked Sendable {
             metrics?.start()
         }
         reloadStatus.withLock { $0 = .object([("ok", .bool(true)), ("at", .string(RFC3339.format(micros: Clocks.wallMicros())))]) }
+        configProblem.withLock { $0 = nil }
+        if let bytes = readFile(path) { saveLastGoodConfig(bytes) }
         log.notice("config.reloaded", [("file", path), ("devices", String(new.devices.count))])
     }
 
@@ -943,6 +954,7 @@ public final class Agent: @unchecked Sendable {
                      ("last_seen", .string(RFC3339.format(micros: u.lastSeenWallMicros)))])
         }
         let actionsJSON = actionStatusJSON(&problems)
+        if let problem = configProblem.snapshot { problems.append("config: \(problem)") }
         if threadStartFailures.snapshot > 0 {
             problems.append("threads: \(threadStartFailures.snapshot) could not be started (last: \(lastThreadStartError.snapshot ?? "?")); the system is out of memory or at its task limit")
         }

@@ -29,6 +29,29 @@ func loadConfig(_ path: String) throws -> AgentConfig {
     }
 }
 
+/// The config, or — when it cannot be read or is invalid and a copy of the last config that
+/// loaded exists — that copy, with the reason it is in use (nil when the file itself loaded).
+/// A gateway keeps ringing after a power cut tore an edit; without a copy it exits 78 as before.
+func loadConfigOrLastGood(_ path: String) throws -> (AgentConfig, [UInt8], String?) {
+    let checks = ConfigFileChecks(isReadableFile: { isReadableFile($0) })
+    let failure: String
+    if let bytes = readFile(path) {
+        do {
+            return (try ConfigLoader.parse(bytes: bytes, file: path, checks: checks), bytes, nil)
+        } catch {
+            failure = error.description
+        }
+    } else {
+        failure = "\(path): cannot read the config file: \(errnoText())"
+    }
+    printError(failure)
+    guard let stateDir = LastGoodConfig.stateDirBeforeConfig(), let saved = LastGoodConfig.load(stateDir: stateDir),
+          let cfg = try? ConfigLoader.parse(bytes: saved, file: path, checks: checks) else { throw ExitCode(78) }
+    let problem = "\(failure.split(separator: "\n").first.map(String.init) ?? failure) — running on the last good copy (\(LastGoodConfig.path(stateDir: stateDir))); fix the file, then systemctl reload doorbell-agent"
+    printError("doorbell-agent: " + problem)
+    return (cfg, saved, problem)
+}
+
 func printError(_ message: String) {
     var bytes = Array(message.utf8)
     bytes.append(0x0A)
@@ -47,7 +70,7 @@ extension DoorbellAgentCommand {
 
         func run() throws {
             StopSignals.block()
-            let cfg = try loadConfig(config)
+            let (cfg, bytes, problem) = try loadConfigOrLastGood(config)
             var level = cfg.log.level
             if let logLevel {
                 guard let l = LogLevel(rawValue: logLevel) else {
@@ -60,6 +83,12 @@ extension DoorbellAgentCommand {
             let agent: Agent
             do {
                 agent = try Agent(config: cfg, log: log)
+                if let problem {
+                    agent.configProblem.withLock { $0 = problem }
+                    log.error("config.invalid_running_last_good", [("file", config), ("problem", problem)])
+                } else {
+                    agent.saveLastGoodConfig(bytes)
+                }
                 try agent.start()
             } catch {
                 log.error("agent.start_failed", [("error", error.description)])

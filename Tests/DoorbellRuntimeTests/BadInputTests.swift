@@ -152,4 +152,49 @@ final class BadInputTests: XCTestCase {
         clients.removeAll()
         eventually(30, "the control socket answers again") { agentStatus(controlPath) != nil }
     }
+
+    /// A power cut after an unsynced edit can leave NUL bytes in agent.toml (the field rig saw it):
+    /// the agent starts on the last config that loaded and says so, instead of staying down.
+    func testADamagedConfigRunsOnTheLastGoodCopyAndSaysSo() throws {
+        try requireFile(Paths.agentBinary, "doorbell-agent")
+        let dir = try TempDir()
+        let socket = dir.file("control.sock")
+        let good = """
+        \(agentHeader(dir, socket: socket))
+        [radio.rtl433]
+        binary = "\(try quietRadio(dir))"
+        [[device]]
+        id = "front-door"
+        match = { code = 1 }
+        """
+        let config = try dir.write("agent.toml", good)
+        // systemd's StateDirectory=: where the agent looks before it can read the config.
+        let env = ["STATE_DIRECTORY": dir.file("state")]
+        var agent = try Child(Paths.agentBinary, ["run", "--config", config], dir: dir, name: "agent-1", environment: env)
+        eventually(30, "agent answers") { agentStatus(socket) != nil }
+        agent.stop()
+        XCTAssertTrue(FileManager.default.fileExists(atPath: dir.file("state/agent.toml.last-good")))
+
+        // The edit torn by the power cut.
+        let torn = try FileHandle(forWritingTo: URL(fileURLWithPath: config))
+        try torn.seekToEnd()
+        try torn.write(contentsOf: Data("\n[[device]]\nid = \"garage\"\n".utf8) + Data(repeating: 0, count: 64))
+        try torn.close()
+        let check = try runCommand(Paths.agentBinary, ["check-config", config])
+        XCTAssertEqual(check.status, 78, "the file itself is invalid")
+
+        agent = try Child(Paths.agentBinary, ["run", "--config", config], dir: dir, name: "agent-2", environment: env)
+        defer { agent.stop() }
+        eventually(30, "the agent runs on the last good copy") { agentStatus(socket) != nil }
+        let problems = agentStatus(socket)?["problems"]?.arrayValues?.compactMap(\.stringValue) ?? []
+        XCTAssertTrue(problems.contains { $0.hasPrefix("config: ") && $0.contains("last good copy") }, "\(problems)")
+        XCTAssertEqual(try injectPress(socket), 0, "the devices of the last good config work")
+        XCTAssertTrue(agent.stderr.contains("config.invalid_running_last_good"))
+
+        // Fixed and reloaded: the problem is gone.
+        _ = try dir.write("agent.toml", good)
+        agent.signal(SIGHUP)
+        eventually(30, "reloaded") { agentStatus(socket)?["config_reload"]?["ok"]?.boolValue == true }
+        XCTAssertFalse((agentStatus(socket)?["problems"]?.arrayValues ?? []).contains { $0.stringValue?.hasPrefix("config: ") ?? false })
+    }
 }
