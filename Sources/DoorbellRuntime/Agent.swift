@@ -294,12 +294,14 @@ public final class Agent: @unchecked Sendable {
     public func reload(from path: String) {
         let old = config
         let new: AgentConfig
+        var loaded: [UInt8] = []
         do throws(ConfigError) {
             guard let bytes = readFile(path) else {
                 throw ConfigError(issues: [ConfigIssue(file: path, key: "", message: "cannot read the config file: \(errnoText())")])
             }
             new = try ConfigLoader.parse(bytes: bytes, file: path,
                                          checks: ConfigFileChecks(isReadableFile: { isReadableFile($0) }))
+            loaded = bytes
             if new.paths != old.paths || new.gatewayID != old.gatewayID {
                 throw ConfigError(issues: [ConfigIssue(file: path, key: "paths", message: "gateway_id and [paths] changes need a restart (systemctl restart doorbell-agent); nothing was changed")])
             }
@@ -373,7 +375,7 @@ public final class Agent: @unchecked Sendable {
         }
         reloadStatus.withLock { $0 = .object([("ok", .bool(true)), ("at", .string(RFC3339.format(micros: Clocks.wallMicros())))]) }
         configProblem.withLock { $0 = nil }
-        if let bytes = readFile(path) { saveLastGoodConfig(bytes) }
+        saveLastGoodConfig(loaded)
         log.notice("config.reloaded", [("file", path), ("devices", String(new.devices.count))])
     }
 
@@ -759,7 +761,8 @@ public final class Agent: @unchecked Sendable {
         }
         m.add("doorbell_presses_suppressed_total", "counter", "Presses within the cooldown, counted but not forwarded.",
               Double(p.tracker.counters.suppressed + o.rf.tracker.counters.suppressed + blePipeline.snapshot.tracker.counters.suppressed))
-        if let s = try? outbox.stats() {
+        let stats = try? outbox.stats()
+        if let s = stats {
             m.add("doorbell_outbox_depth", "gauge", "Events waiting for delivery.", Double(s.depth))
             let age = s.oldestCreatedAtMs.map { max(0, Double(Clocks.wallMicros() / 1000 - $0) / 1000) } ?? 0
             m.add("doorbell_outbox_oldest_age_seconds", "gauge", "Age of the oldest undelivered event.", age)
@@ -774,7 +777,7 @@ public final class Agent: @unchecked Sendable {
         if let q = mqttSink?.status.snapshot {
             m.add("doorbell_mqtt_connected", "gauge", "1 while connected to the MQTT broker.", q.connected ? 1 : 0)
             m.add("doorbell_mqtt_acknowledged_total", "counter", "Events the MQTT broker acknowledged (PUBACK).", Double(q.acknowledged))
-            if let s = try? outbox.stats() { m.add("doorbell_mqtt_pending", "gauge", "Events waiting for the MQTT broker.", Double(s.mqttPending)) }
+            if let s = stats { m.add("doorbell_mqtt_pending", "gauge", "Events waiting for the MQTT broker.", Double(s.mqttPending)) }
             for (reason, n) in q.ignored.sorted(by: { $0.key < $1.key }) {
                 m.add("doorbell_mqtt_ignored_messages_total", "counter", "Messages on subscribed topics that were ignored, by reason.", Double(n), labels: [("reason", reason)])
             }
@@ -897,8 +900,10 @@ public final class Agent: @unchecked Sendable {
         }
 
         var outboxJSON: [(String, JSONValue)] = []
+        var stats: OutboxStats?
         do {
             let s = try outbox.stats()
+            stats = s
             if s.dead > 0 { problems.append("outbox: \(s.dead) event(s) refused by the receiver are parked; see agentctl queue --dead") }
             outboxJSON = [("depth", .number(Double(s.depth))), ("dead", .number(Double(s.dead))), ("last_sequence", .number(Double(s.lastSequence))),
                           ("evicted", .number(Double(s.evicted))), ("bytes", .number(Double(s.bytes))),
@@ -939,7 +944,7 @@ public final class Agent: @unchecked Sendable {
             let q = sink.status.snapshot
             func time(_ t: Int64?) -> JSONValue { t.map { .string(RFC3339.format(micros: $0)) } ?? .null }
             if !q.connected, let e = q.lastError { problems.append("mqtt: \(e)") }
-            let pending = (try? outbox.stats())?.mqttPending
+            let pending = stats?.mqttPending
             mqttJSON = .object([
                 ("broker", .string(q.broker)), ("connected", .bool(q.connected)), ("pending", pending.map { .number(Double($0)) } ?? .null),
                 ("acknowledged", .number(Double(q.acknowledged))), ("last_ack", time(q.lastAckWallMicros)), ("connects", .number(Double(q.connects))),

@@ -108,10 +108,9 @@ public func readFile(_ path: String, maxBytes: Int = 1 << 20) -> [UInt8]? {
 }
 
 /// Starts a detached OS thread. The pipeline's loops block in the kernel (read, accept,
-/// condition waits), which is what a thread is for; no polling anywhere.
-/// Starts a detached thread; false (and nothing started) when the system has no thread to give
-/// (EAGAIN: out of memory for its stack, or a task limit). Callers decide what that costs —
-/// never a crash on the press path.
+/// condition waits), which is what a thread is for. Returns false (nothing started) when the
+/// system has no thread to give (EAGAIN: no memory for its stack, or a task limit); callers decide
+/// what that costs — never a crash on the press path.
 @discardableResult
 public func startThread(name: String, _ body: @escaping @Sendable () -> Void) -> Bool {
     final class Box: @unchecked Sendable {

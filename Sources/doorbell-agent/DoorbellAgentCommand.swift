@@ -14,16 +14,24 @@ struct DoorbellAgentCommand: ParsableCommand {
     )
 }
 
-/// Reads and validates a config file; prints every issue and exits 78 (EX_CONFIG) on error.
-func loadConfig(_ path: String) throws -> AgentConfig {
+/// One read and validation of a config file: the config and the bytes it came from, or every
+/// issue as text.
+func readConfig(_ path: String) -> Result<(AgentConfig, [UInt8]), ConfigError> {
     guard let bytes = readFile(path) else {
-        printError("\(path): cannot read the config file: \(errnoText()). Default location: /etc/doorbell-agent/agent.toml")
-        throw ExitCode(78)
+        return .failure(ConfigError(issues: [ConfigIssue(file: path, key: "", message: "cannot read the config file: \(errnoText()). Default location: /etc/doorbell-agent/agent.toml")]))
     }
     do {
-        return try ConfigLoader.parse(bytes: bytes, file: path,
-                                      checks: ConfigFileChecks(isReadableFile: { isReadableFile($0) }))
+        return .success((try ConfigLoader.parse(bytes: bytes, file: path, checks: ConfigFileChecks(isReadableFile: { isReadableFile($0) })), bytes))
     } catch {
+        return .failure(error)
+    }
+}
+
+/// Reads and validates a config file; prints every issue and exits 78 (EX_CONFIG) on error.
+func loadConfig(_ path: String) throws -> AgentConfig {
+    switch readConfig(path) {
+    case let .success((config, _)): return config
+    case let .failure(error):
         printError(error.description)
         throw ExitCode(78)
     }
@@ -33,21 +41,18 @@ func loadConfig(_ path: String) throws -> AgentConfig {
 /// loaded exists — that copy, with the reason it is in use (nil when the file itself loaded).
 /// A gateway keeps ringing after a power cut tore an edit; without a copy it exits 78 as before.
 func loadConfigOrLastGood(_ path: String) throws -> (AgentConfig, [UInt8], String?) {
-    let checks = ConfigFileChecks(isReadableFile: { isReadableFile($0) })
-    let failure: String
-    if let bytes = readFile(path) {
-        do {
-            return (try ConfigLoader.parse(bytes: bytes, file: path, checks: checks), bytes, nil)
-        } catch {
-            failure = error.description
-        }
-    } else {
-        failure = "\(path): cannot read the config file: \(errnoText())"
+    let failure: ConfigError
+    switch readConfig(path) {
+    case let .success((config, bytes)): return (config, bytes, nil)
+    case let .failure(error): failure = error
     }
-    printError(failure)
+    printError(failure.description)
     guard let stateDir = LastGoodConfig.stateDirBeforeConfig(), let saved = LastGoodConfig.load(stateDir: stateDir),
-          let cfg = try? ConfigLoader.parse(bytes: saved, file: path, checks: checks) else { throw ExitCode(78) }
-    let problem = "\(failure.split(separator: "\n").first.map(String.init) ?? failure) — running on the last good copy (\(LastGoodConfig.path(stateDir: stateDir))); fix the file, then systemctl reload doorbell-agent"
+          let cfg = try? ConfigLoader.parse(bytes: saved, file: path, checks: ConfigFileChecks(isReadableFile: { isReadableFile($0) })) else {
+        throw ExitCode(78)
+    }
+    let first = failure.issues.first?.description ?? failure.description
+    let problem = "\(first) — running on the last good copy (\(LastGoodConfig.path(stateDir: stateDir))); fix the file, then systemctl reload doorbell-agent"
     printError("doorbell-agent: " + problem)
     return (cfg, saved, problem)
 }

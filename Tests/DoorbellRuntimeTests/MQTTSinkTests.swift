@@ -109,7 +109,9 @@ final class MQTTSinkTests: XCTestCase {
         defer { broker.stop() }
         var sub = try TopicRecorder(dir, port: broker.port)
         let socket = dir.file("control.sock")
-        let agent = try startAgent(dir, config: try config(dir, socket: socket, port: broker.port), socket: socket)
+        let metrics = dir.file("agent.prom")
+        let agent = try startAgent(dir, config: try config(dir, socket: socket, port: broker.port,
+                                                           mqtt: "[metrics]\nfile = \"\(metrics)\"\ninterval_s = 1"), socket: socket)
         defer { agent.stop() }
         eventually(15, "connected") { mqttStatus(socket)?["connected"]?.boolValue == true }
 
@@ -129,6 +131,10 @@ final class MQTTSinkTests: XCTestCase {
         XCTAssertTrue(sub.messages.contains { $0.topic == "doorbell/gw/status" && $0.payload == "online" })
         XCTAssertFalse(sub.messages.contains { $0.payload.contains("whsec_") || $0.payload.contains("bindkey") })
         eventually(10, "acknowledged") { mqttStatus(socket)?["pending"]?.intValue == 0 }
+        eventually(10, "the sink's metrics") {
+            let text = (try? String(contentsOfFile: metrics, encoding: .utf8)) ?? ""
+            return text.contains("doorbell_mqtt_connected 1") && text.contains("doorbell_mqtt_acknowledged_total 1") && text.contains("doorbell_mqtt_pending 0")
+        }
 
         // The broker dies; presses go on (the chime would ring) and wait in the outbox.
         sub.stop()

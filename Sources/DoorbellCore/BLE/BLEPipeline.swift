@@ -81,7 +81,6 @@ public struct BLEPipeline: Sendable {
 
     public mutating func handle(report: BLEAdvertisingReport, at time: ReceiveTime, radioHealthy: Bool = true) -> [AgentEvent] {
         counters.reports += 1
-        presence.heardSomething(at: time.monoMicros)
         let (structures, truncated) = ADWalker.walk(report.data)
         if truncated { counters.truncatedAD += 1 }
         let key = Self.key(report.address)
@@ -92,12 +91,16 @@ public struct BLEPipeline: Sendable {
             counters.ibeacons += 1
             let region = presence.regions.first { $0.matches(beacon) }?.id
             note(key, report: report, kind: "ibeacon", beacon: beacon, time: time, deviceID: region)
+            // A sighting is also proof that the scanner hears the air (observe counts it).
             for o in presence.observe(beacon, rssi: rssi, at: time.monoMicros) { events.append(presenceEvent(o, time: time)) }
-        } else if let serviceData = ADWalker.serviceData(structures, uuid16: BTHomeDecoder.uuid16) {
-            counters.bthome += 1
-            let config = device(key: key, report: report)
-            note(key, report: report, kind: "bthome", beacon: nil, time: time, deviceID: config?.id)
-            if let config { events += button(serviceData, report: report, config: config, time: time) }
+        } else {
+            presence.heardSomething(at: time.monoMicros)
+            if let serviceData = ADWalker.serviceData(structures, uuid16: BTHomeDecoder.uuid16) {
+                counters.bthome += 1
+                let config = device(key: key, report: report)
+                note(key, report: report, kind: "bthome", beacon: nil, time: time, deviceID: config?.id)
+                if let config { events += button(serviceData, report: report, config: config, time: time) }
+            }
         }
         events += presence.tick(at: time.monoMicros, radioHealthy: radioHealthy).map { presenceEvent($0, time: time) }
         return events
