@@ -23,6 +23,31 @@ final class MosquittoBroker {
     }
 
     func stop() { child?.signal(SIGKILL); child?.wait(seconds: 5); child = nil }
+
+    /// Starts the broker again, empty, with `TopicRecorder` subscribed before the agent can get in.
+    /// A plain restart races: the agent (retrying every ≤ 1 s) can reconnect and drain its waiting
+    /// events before a new subscriber's SUBSCRIBE lands, and those events are never seen. So the
+    /// broker first admits only the recorder's login; once a probe published through the broker has
+    /// come back to the recorder, anonymous clients (the agent) are admitted by a reload (SIGHUP).
+    func restartWithRecorderFirst(name: String) throws -> TopicRecorder {
+        let passwords = dir.file("recorder.passwd")
+        let made = try runCommand("/usr/bin/mosquitto_passwd", ["-b", "-c", passwords, "recorder", "recorder-secret"])
+        XCTAssertEqual(made.status, 0, "mosquitto_passwd: \(made.stderr)")
+        chmod(passwords, 0o644) // read after mosquitto drops to its own user
+        let gated = try dir.write("mosquitto-gated.conf", "listener \(port) 127.0.0.1\npersistence false\nallow_anonymous false\npassword_file \(passwords)\n")
+        runs += 1
+        child = try Child("/usr/sbin/mosquitto", ["-c", gated], dir: dir, name: "mosquitto-\(runs)")
+        eventually(15, "mosquitto listens on \(port)") { canConnect(port: port) }
+        let login = ["-u", "recorder", "-P", "recorder-secret"]
+        let recorder = try TopicRecorder(dir, port: port, name: name, extra: login)
+        eventually(15, "the recorder is subscribed (its probe came back)") {
+            _ = try? runCommand("/usr/bin/mosquitto_pub", ["-h", "127.0.0.1", "-p", String(port), "-q", "1", "-t", "probe/ready", "-m", "x"] + login)
+            return recorder.messages.contains { $0.topic == "probe/ready" }
+        }
+        _ = try dir.write("mosquitto-gated.conf", "listener \(port) 127.0.0.1\npersistence false\nallow_anonymous true\npassword_file \(passwords)\n")
+        child?.signal(SIGHUP)
+        return recorder
+    }
 }
 
 /// `mosquitto_sub` on every topic: one line per message, `retained<TAB>topic<TAB>payload`.
@@ -147,8 +172,7 @@ final class MQTTSinkTests: XCTestCase {
                       "\(String(describing: agentStatus(socket)?["problems"]))")
 
         // It comes back with nothing (no persistence): the events arrive, in order.
-        try broker.start()
-        sub = try TopicRecorder(dir, port: broker.port, name: "sub-2")
+        sub = try broker.restartWithRecorderFirst(name: "sub-2")
         defer { sub.stop() }
         eventually(30, "the waiting events after the broker returned") { sub.payloads("doorbell/gw/events").count >= 3 }
         XCTAssertEqual(sub.payloads("doorbell/gw/events").compactMap { $0["id"]?.stringValue }, during)
@@ -319,8 +343,7 @@ final class MQTTSinkTests: XCTestCase {
         eventually(15, "connected") { mqttStatus(socket)?["connected"]?.boolValue == true }
         broker.stop()
         _ = try injectIDs(socket, count: 15)
-        try broker.start()
-        let sub = try TopicRecorder(dir, port: broker.port)
+        let sub = try broker.restartWithRecorderFirst(name: "sub")
         defer { sub.stop() }
         eventually(30, "drained to the broker") { agentStatus(socket)?["outbox"]?["depth"]?.intValue == 0 }
         let events = sub.payloads("doorbell/gw/events")
