@@ -18,6 +18,8 @@ struct AgentCounters: Sendable {
     /// Events that could not be stored (disk full), kept here and retried until they are.
     var spilled: [AgentEvent] = []
     var storageFull = false
+    /// BTHome packet ids and counters not yet in the outbox: they go with the next transaction.
+    var unsavedButtonMemory: [String: BTHomeButtonTracker.DeviceMemory] = [:]
     var outboxError: String?
     var lastEvent: String?
 }
@@ -41,7 +43,6 @@ public final class Agent: @unchecked Sendable {
     let blePipeline: Locked<BLEPipeline>
     private let bleParts = Locked<BLERadio?>(nil)
     var bleRadio: BLERadio? { bleParts.snapshot }
-    var bleMemoryPath: String { config.paths.stateDir + "/ble-buttons.json" }
     var deliverer: Deliverer? { parts.snapshot.deliverer }
     private let mqttParts = Locked<MQTTSink?>(nil)
     var mqttSink: MQTTSink? { mqttParts.snapshot }
@@ -73,7 +74,7 @@ public final class Agent: @unchecked Sendable {
         pipeline = Locked(RFPipeline(radio: "rtl433", directory: DeviceDirectory(devices: config.devices), settings: config.button))
         ookPipeline = Locked(Self.makeOOKPipeline(config))
         blePipeline = Locked(BLEPipeline(devices: config.devices, regions: config.regions,
-                                         memory: Self.loadBLEMemory(config.paths.stateDir + "/ble-buttons.json", log: log),
+                                         memory: Self.loadButtonMemory(outbox, legacyFile: config.paths.stateDir + "/ble-buttons.json", log: log),
                                          button: config.button))
     }
 
@@ -92,32 +93,34 @@ public final class Agent: @unchecked Sendable {
     }
 
     /// The last packet id and counter per BTHome button, so a re-broadcast or a replay after a
-    /// reboot is still not a press. A damaged file is logged and started afresh.
-    static func loadBLEMemory(_ path: String, log: Logger) -> [String: BTHomeButtonTracker.DeviceMemory] {
-        guard let bytes = readFile(path, maxBytes: 1 << 20) else { return [:] }
-        guard case let .object(members)? = try? JSONReader.parse(bytes: bytes) else {
-            log.warning("ble.memory_unreadable", [("file", path), ("hint", "starting without the last packet ids")])
-            return [:]
-        }
-        var out: [String: BTHomeButtonTracker.DeviceMemory] = [:]
-        for (address, v) in members {
-            out[address] = BTHomeButtonTracker.DeviceMemory(packetID: v["packet_id"]?.intValue.flatMap { UInt8(exactly: $0) },
-                                                            counter: v["counter"]?.intValue.flatMap { UInt32(exactly: $0) })
-        }
-        return out
-    }
-
-    func saveBLEMemory(_ memory: [String: BTHomeButtonTracker.DeviceMemory]) {
-        let json = JSONValue.object(memory.sorted { $0.key < $1.key }.map { k, m in
-            (k, .object([("packet_id", m.packetID.map { .number(Double($0)) } ?? .null), ("counter", m.counter.map { .number(Double($0)) } ?? .null)]))
-        })
-        let tmp = bleMemoryPath + ".tmp"
-        do throws(SpawnError) {
-            try writeSmallFile(tmp, JSONWriter.string(json) + "\n")
-            if rename(tmp, bleMemoryPath) != 0 { throw SpawnError(program: bleMemoryPath, code: errno) }
+    /// reboot is still not a press. They live in the outbox; an agent before schema v4 kept them in
+    /// `ble-buttons.json`, which is taken over once (into the outbox, then removed).
+    static func loadButtonMemory(_ outbox: Outbox, legacyFile: String, log: Logger) -> [String: BTHomeButtonTracker.DeviceMemory] {
+        var memory: [String: BTHomeButtonTracker.DeviceMemory] = [:]
+        do throws(OutboxError) {
+            memory = try outbox.buttonMemory()
         } catch {
-            log.error("ble.memory_not_saved", [("file", bleMemoryPath), ("error", error.description)])
+            log.error("ble.memory_unreadable", [("error", error.description), ("hint", "starting without the last packet ids")])
         }
+        guard let bytes = readFile(legacyFile, maxBytes: 1 << 20) else { return memory }
+        guard case let .object(members)? = try? JSONReader.parse(bytes: bytes) else {
+            log.warning("ble.memory_unreadable", [("file", legacyFile), ("hint", "a damaged file from an older agent; removed")])
+            unlink(legacyFile)
+            return memory
+        }
+        var legacy: [String: BTHomeButtonTracker.DeviceMemory] = [:]
+        for (address, v) in members where memory[address] == nil {
+            legacy[address] = BTHomeButtonTracker.DeviceMemory(packetID: v["packet_id"]?.intValue.flatMap { UInt8(exactly: $0) },
+                                                               counter: v["counter"]?.intValue.flatMap { UInt32(exactly: $0) })
+        }
+        do throws(OutboxError) {
+            _ = try outbox.append([], memory: legacy, bounds: nil, report: nil)
+            unlink(legacyFile)
+            log.notice("ble.memory_migrated", [("file", legacyFile), ("buttons", String(legacy.count))])
+        } catch {
+            log.error("ble.memory_not_migrated", [("file", legacyFile), ("error", error.description), ("hint", "kept; tried again at the next start")])
+        }
+        return memory.merging(legacy) { kept, _ in kept }
     }
 
     /// Reports and ticks from the BLE radio's thread.
@@ -125,7 +128,7 @@ public final class Agent: @unchecked Sendable {
         let time = ReceiveTime(monoMicros: Clocks.monotonicMicros(), wallMicros: Clocks.wallMicros(),
                                clockSynced: Clocks.isWallClockSynchronized(config.clock))
         let healthy = !(bleRadio?.degraded.snapshot ?? false)
-        var memory: [String: BTHomeButtonTracker.DeviceMemory]?
+        var memory: [String: BTHomeButtonTracker.DeviceMemory] = [:]
         let (events, problem) = blePipeline.withLock { p -> ([AgentEvent], String?) in
             let before = p.lastProblem
             var events: [AgentEvent] = []
@@ -140,13 +143,35 @@ public final class Agent: @unchecked Sendable {
             case .tick: events = p.tick(at: time, radioHealthy: healthy)
             case let .health(ok): if ok { p.radioRecovered(at: time) }
             }
-            if p.buttonMemoryChanged { memory = p.buttons.memory; p.buttonMemorySaved() }
+            memory = p.takeButtonMemoryChanges()
             return (events, p.lastProblem != before ? p.lastProblem : nil)
         }
         if let problem { log.warning("ble.refused", [("problem", problem)]) }
-        // Before the events: a press is only forwarded once its packet id is on disk.
-        if let memory { saveBLEMemory(memory) }
-        acceptAll(events)
+        // The packet ids go into the transaction that stores the events they produced, so a
+        // press is forwarded only once its packet id is durable (and a stored id has its press).
+        if !memory.isEmpty { counters.withLock { $0.unsavedButtonMemory.merge(memory) { _, new in new } } }
+        if events.isEmpty {
+            if !memory.isEmpty { storeButtonMemory() }
+        } else {
+            acceptAll(events)
+        }
+    }
+
+    /// Packet ids without an event (a re-sent press with a newer counter): stored alone, unless
+    /// events wait for storage, which then take them along.
+    func storeButtonMemory() {
+        let memory = counters.withLock { c in c.spilled.isEmpty ? c.unsavedButtonMemory : [:] }
+        guard !memory.isEmpty else { return }
+        do throws(OutboxError) {
+            _ = try outbox.append([], memory: memory, bounds: nil, report: nil)
+            counters.withLock { c in Self.forget(saved: memory, in: &c) }
+        } catch {
+            log.error("ble.memory_not_saved", [("error", error.description), ("hint", "kept and stored with the next event")])
+        }
+    }
+
+    static func forget(saved: [String: BTHomeButtonTracker.DeviceMemory], in c: inout AgentCounters) {
+        for (address, m) in saved where c.unsavedButtonMemory[address] == m { c.unsavedButtonMemory[address] = nil }
     }
 
     static func makeOOKPipeline(_ config: AgentConfig) -> OOKPipeline {
@@ -500,9 +525,10 @@ public final class Agent: @unchecked Sendable {
                 event.body(id: id, sequence: sequence, gatewayID: gateway, agentVersion: AgentVersion.current)
             }
         }
+        let memory = counters.snapshot.unsavedButtonMemory
         do {
             let result = try outbox.append(
-                newEvents, bounds: OutboxBounds(maxEvents: config.outbox.maxEvents, maxBytes: config.outbox.maxBytes),
+                newEvents, memory: memory, bounds: OutboxBounds(maxEvents: config.outbox.maxEvents, maxBytes: config.outbox.maxBytes),
                 report: { sequence, evicted in
                     var types: [String: Int] = [:]
                     for e in evicted { types[e.type, default: 0] += 1 }
@@ -516,6 +542,7 @@ public final class Agent: @unchecked Sendable {
                     return (reportID, report.type.rawValue, report.body(id: reportID, sequence: sequence, gatewayID: gateway, agentVersion: AgentVersion.current))
                 })
             counters.withLock {
+                Self.forget(saved: memory, in: &$0)
                 for event in events { $0.eventsByType[event.type.rawValue, default: 0] += 1 }
                 $0.outboxError = nil
                 $0.storageFull = false

@@ -1,11 +1,13 @@
 import CSQLite
+import DoorbellCore
 import Glibc
 
 // The durable event queue. SQLite in WAL mode with synchronous=FULL: append() is one
 // transaction, and when it returns the event survives a power cut. A row leaves only when every
 // configured sink acknowledged it — the cloud's 2xx and the MQTT broker's PUBACK are tracked
 // apart, one bit each in `sinks`. The per-gateway sequence lives in a meta row, so it never goes
-// back even after rows are deleted.
+// back even after rows are deleted. The last BTHome packet id and counter of each button live
+// here too, written in the transaction that stores the press they produced: one store, one fsync.
 
 /// Where events go: one bit per sink in each row's `sinks` column.
 public struct OutboxSinks: OptionSet, Sendable, Hashable {
@@ -97,7 +99,7 @@ public struct OutboxError: Error, Sendable, CustomStringConvertible, Equatable {
 }
 
 public final class Outbox: @unchecked Sendable {
-    public static let schemaVersion: Int32 = 3
+    public static let schemaVersion: Int32 = 4
     public let path: String
     /// The sinks new events are stored for.
     public private(set) var sinks: OutboxSinks
@@ -226,6 +228,45 @@ public final class Outbox: @unchecked Sendable {
             COMMIT;
             """)
         }
+        if version < 4 {
+            // v4: a button's last packet id and counter, so a re-broadcast or a replay after a
+            // restart is not a press (until v3 a separate file, ble-buttons.json, without fsync).
+            try exec("""
+            BEGIN IMMEDIATE;
+            CREATE TABLE IF NOT EXISTS button_memory (address TEXT PRIMARY KEY, packet_id INTEGER, counter INTEGER);
+            PRAGMA user_version = 4;
+            COMMIT;
+            """)
+        }
+    }
+
+    /// The last packet id and counter of every button that sent one.
+    public func buttonMemory() throws(OutboxError) -> [String: BTHomeButtonTracker.DeviceMemory] {
+        try locked { () throws(OutboxError) -> [String: BTHomeButtonTracker.DeviceMemory] in
+            let stmt = try prepare("SELECT address, packet_id, counter FROM button_memory")
+            defer { sqlite3_reset(stmt) }
+            var out: [String: BTHomeButtonTracker.DeviceMemory] = [:]
+            while true {
+                let rc = sqlite3_step(stmt)
+                guard rc == SQLITE_ROW else {
+                    guard rc == SQLITE_DONE else { throw fail(rc, "cannot read the button memory") }
+                    return out
+                }
+                guard let address = text(stmt, 0) else { continue }
+                let id = sqlite3_column_type(stmt, 1) == SQLITE_NULL ? nil : UInt8(exactly: sqlite3_column_int64(stmt, 1))
+                let counter = sqlite3_column_type(stmt, 2) == SQLITE_NULL ? nil : UInt32(exactly: sqlite3_column_int64(stmt, 2))
+                out[address] = BTHomeButtonTracker.DeviceMemory(packetID: id, counter: counter)
+            }
+        }
+    }
+
+    private func write(memory: [String: BTHomeButtonTracker.DeviceMemory]) throws(OutboxError) {
+        for (address, m) in memory.sorted(by: { $0.key < $1.key }) {
+            try run("""
+                INSERT INTO button_memory (address, packet_id, counter) VALUES (?, ?, ?)
+                ON CONFLICT (address) DO UPDATE SET packet_id = excluded.packet_id, counter = excluded.counter
+                """, [.text(address), m.packetID.map { .int(Int64($0)) } ?? .null, m.counter.map { .int(Int64($0)) } ?? .null])
+        }
     }
 
     /// The configured sinks changed (start, reload): later events go to these. A sink added later
@@ -283,12 +324,16 @@ public final class Outbox: @unchecked Sendable {
 
     /// Group commit: several events (a burst from one radio read) in one transaction, so one
     /// fsync and one set of page writes serve them all. Same eviction rules as one event.
-    public func append(_ events: [OutboxNewEvent], bounds: OutboxBounds?,
+    /// `memory`: button packet ids and counters stored in the same transaction (none, some, or
+    /// only those: a re-sent packet moves the counter without an event).
+    public func append(_ events: [OutboxNewEvent], memory: [String: BTHomeButtonTracker.DeviceMemory] = [:], bounds: OutboxBounds?,
                        report: ((Int64, [EvictedEvent]) -> (id: String, type: String, body: [UInt8]))?) throws(OutboxError) -> OutboxBatchResult {
-        guard !events.isEmpty else { return OutboxBatchResult(entries: [], evicted: [], report: nil) }
+        guard !events.isEmpty || !memory.isEmpty else { return OutboxBatchResult(entries: [], evicted: [], report: nil) }
         var after = size
         let result = try transaction { () throws(OutboxError) -> OutboxBatchResult in
             after = size
+            try write(memory: memory)
+            guard !events.isEmpty else { return OutboxBatchResult(entries: [], evicted: [], report: nil) }
             var sequence = try queryInt("SELECT value FROM meta WHERE key = 'last_sequence'") ?? 0
             var entries: [OutboxEntry] = []
             entries.reserveCapacity(events.count)
@@ -491,7 +536,7 @@ public final class Outbox: @unchecked Sendable {
 
     // MARK: - SQLite plumbing
 
-    enum Value { case int(Int64), text(String), blob([UInt8]) }
+    enum Value { case int(Int64), text(String), blob([UInt8]), null }
 
     private func fail(_ rc: Int32, _ what: String) -> OutboxError {
         let detail = db.flatMap { sqlite3_errmsg($0) }.map { String(cString: $0) } ?? String(cString: sqlite3_errstr(rc))
@@ -534,6 +579,7 @@ public final class Outbox: @unchecked Sendable {
             case let .int(n): sqlite3_bind_int64(stmt, index, n)
             case let .text(s): sqlite3_bind_text(stmt, index, s, -1, doorbell_sqlite_transient())
             case let .blob(b): b.withUnsafeBytes { _ = sqlite3_bind_blob(stmt, index, $0.baseAddress, Int32($0.count), doorbell_sqlite_transient()) }
+            case .null: sqlite3_bind_null(stmt, index)
             }
         }
         let rc = sqlite3_step(stmt)

@@ -33,12 +33,12 @@ final class BLERadioTests: XCTestCase {
         let truth: String
     }
 
-    func startRadio(_ dir: TempDir, scenario: String) throws -> VirtualRadio {
-        let file = try dir.write("scenario.json", scenario)
-        let ready = dir.file("radio-ready.json")
-        let truth = dir.file("truth.jsonl")
+    func startRadio(_ dir: TempDir, scenario: String, tag: String = "") throws -> VirtualRadio {
+        let file = try dir.write("scenario\(tag).json", scenario)
+        let ready = dir.file("radio-ready\(tag).json")
+        let truth = dir.file("truth\(tag).jsonl")
         let child = try Child(Self.python, [Self.virtualRadio, "--port", "0", "--scenario", file, "--seed", "1", "--max-seconds", "60",
-                                            "--truth", truth, "--ready-file", ready], dir: dir, name: "virtual-radio")
+                                            "--truth", truth, "--ready-file", ready], dir: dir, name: "virtual-radio\(tag)")
         eventually(30, "virtual controller ready") { FileManager.default.fileExists(atPath: ready) }
         let json = try JSONReader.parse(String(contentsOfFile: ready, encoding: .utf8))
         return VirtualRadio(child: child, port: Int(json["port"]?.intValue ?? 0), truth: truth)
@@ -84,10 +84,10 @@ final class BLERadioTests: XCTestCase {
         let receiver = try ScriptedReceiver(dir: dir, ["--script", "200"])
         defer { receiver.stop() }
         let secret = try dir.write("g.whsec", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n")
-        let ble = """
+        func ble(port: Int) -> String { """
         [radio.ble]
         transport = "tcp"
-        address = "127.0.0.1:\(radio.port)"
+        address = "127.0.0.1:\(port)"
 
         [[device]]
         id = "side-door"
@@ -112,10 +112,10 @@ final class BLERadioTests: XCTestCase {
         # Every press of the ground truth (they are 1.5 s apart); the cooldown has its own test.
         [tracker.button]
         cooldown_ms = 0
-        """
-        let config = try dir.write("agent.toml", agentConfig(stateDir: dir.file("state"), socket: socket, radio: ble, devices: [],
+        """ }
+        let config = try dir.write("agent.toml", agentConfig(stateDir: dir.file("state"), socket: socket, radio: ble(port: radio.port), devices: [],
                                                              url: receiver.url, caFile: receiver.caFile, secretFile: secret))
-        let agent = try startAgent(dir, config: config, socket: socket)
+        var agent = try startAgent(dir, config: config, socket: socket)
         defer { agent.stop() }
 
         eventually(45, "scenario over, beacon left, outbox drained") {
@@ -150,10 +150,36 @@ final class BLERadioTests: XCTestCase {
         XCTAssertEqual(entered?["data"]?["minor"]?.intValue, 7)
         XCTAssertEqual(bodies.count, side.count + gate.count + visits.count, "noise made events: \(bodies.map { $0["device"]?["id"]?.stringValue ?? "?" })")
 
-        // The last packet ids are on disk: a re-broadcast after a restart is not a press.
-        let memory = try JSONReader.parse(String(contentsOfFile: dir.file("state/ble-buttons.json"), encoding: .utf8))
-        XCTAssertEqual(memory["C0:11:22:33:44:02"]?["packet_id"]?.intValue, truthPresses.last?["packet_id"]?.intValue)
-        XCTAssertEqual(memory["C0:11:22:33:44:03"]?["counter"]?.intValue, 11)
+        // The last packet ids are in the outbox (stored with their presses, no second file)...
+        agent.stop()
+        radio.child.stop()
+        XCTAssertFalse(FileManager.default.fileExists(atPath: dir.file("state/ble-buttons.json")))
+        let outbox = try Outbox(path: dir.file("state/outbox.sqlite"))
+        let memory = try outbox.buttonMemory()
+        outbox.close()
+        XCTAssertEqual(memory["C0:11:22:33:44:02"]?.packetID, truthPresses.last?["packet_id"]?.intValue.flatMap { UInt8(exactly: $0) })
+        XCTAssertEqual(memory.first { $0.key.uppercased() == "C0:11:22:33:44:03" }?.value.counter, 11, "\(memory)")
+
+        // ...so after a restart the gate's last packet, sent again, is not a press; its next one is.
+        let again = try startRadio(dir, scenario: """
+        {"name": "after-restart",
+         "advertisers": [{"id": "gate", "kind": "raw", "address": "C0:11:22:33:44:03", "adv_type": "nonconn", "interval_ms": 100,
+                          "data_hex": "\(Self.encryptedPress(packetID: 2, counter: 11, event: 2))"}],
+         "events": [
+           {"t": 0.5, "id": "gate", "action": "on"},
+           {"t": 2.5, "id": "gate", "action": "data", "data_hex": "\(Self.encryptedPress(packetID: 3, counter: 12, event: 1))"},
+           {"t": 4.0, "id": "gate", "action": "off"}]}
+        """, tag: "-2")
+        defer { again.child.stop() }
+        let config2 = try dir.write("agent-2.toml", agentConfig(stateDir: dir.file("state"), socket: socket, radio: ble(port: again.port), devices: [],
+                                                                url: receiver.url, caFile: receiver.caFile, secretFile: secret))
+        agent = try startAgent(dir, config: config2, socket: socket, name: "agent-2")
+        eventually(30, "second scenario over, outbox drained") {
+            truth(again.truth).contains { $0["action"]?.stringValue == "scenario_end" } && agentStatus(socket)?["outbox"]?["depth"]?.intValue == 0
+        }
+        let gateAfter = receiver.requests.compactMap { try? JSONReader.parse($0["body"]?.stringValue ?? "") }
+            .filter { $0["device"]?["id"]?.stringValue == "gate" }
+        XCTAssertEqual(gateAfter.compactMap { $0["data"]?["packet_id"]?.intValue }, [1, 2, 3], agent.stderr.suffix(3000).description)
     }
 
     func testCapturesAreBtsnoopThatBtmonReadsAndThatReplayToTheSamePresses() throws {

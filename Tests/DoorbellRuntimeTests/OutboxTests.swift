@@ -1,4 +1,5 @@
 import CSQLite
+import DoorbellCore
 import DoorbellRuntime
 import Foundation
 import XCTest
@@ -237,6 +238,53 @@ final class OutboxTests: XCTestCase {
             XCTAssertEqual(e.code, .corrupt)
             XCTAssertTrue(e.message.contains("move the file aside"), e.message)
         }
+    }
+
+    /// A button's packet id and counter are stored in the transaction of the press they produced:
+    /// both or neither, across a reopen; alone when a re-sent packet only moves the counter.
+    func testButtonMemoryIsStoredWithItsPressOrNotAtAll() throws {
+        let dir = try TempDir()
+        let path = dir.file("outbox.sqlite")
+        let outbox = try Outbox(path: path)
+        typealias Memory = BTHomeButtonTracker.DeviceMemory
+        _ = try outbox.append([OutboxNewEvent(id: "p1", type: "doorbell.pressed", createdAtMs: 0) { self.body($0) }],
+                              memory: ["C0:11:22:33:44:02": Memory(packetID: 7, counter: nil)], bounds: nil, report: nil)
+        // A failing batch (a duplicate id) stores neither its events nor its packet ids.
+        XCTAssertThrowsError(try outbox.append([OutboxNewEvent(id: "p1", type: "doorbell.pressed", createdAtMs: 0) { self.body($0) }],
+                                               memory: ["C0:11:22:33:44:02": Memory(packetID: 8, counter: nil)], bounds: nil, report: nil))
+        XCTAssertEqual(try outbox.buttonMemory()["C0:11:22:33:44:02"], Memory(packetID: 7, counter: nil))
+        // Packet ids alone (no event): stored, and the sequence does not move.
+        let empty = try outbox.append([], memory: ["C0:11:22:33:44:03": Memory(packetID: 2, counter: 4_000_000_000)], bounds: nil, report: nil)
+        XCTAssertTrue(empty.entries.isEmpty)
+        outbox.close()
+        let reopened = try Outbox(path: path)
+        XCTAssertEqual(try reopened.buttonMemory(), ["C0:11:22:33:44:02": Memory(packetID: 7, counter: nil),
+                                                     "C0:11:22:33:44:03": Memory(packetID: 2, counter: 4_000_000_000)])
+        XCTAssertEqual(try reopened.stats().lastSequence, 1)
+        XCTAssertEqual(try reopened.pending(limit: 10).map(\.id), ["p1"])
+    }
+
+    /// An outbox written by the agent before v4 keeps its rows and gains the table.
+    func testAVersion3OutboxIsUpgradedInPlace() throws {
+        let dir = try TempDir()
+        let path = dir.file("outbox.sqlite")
+        var db: OpaquePointer?
+        XCTAssertEqual(sqlite3_open(path, &db), SQLITE_OK)
+        XCTAssertEqual(sqlite3_exec(db, """
+            CREATE TABLE events (id TEXT PRIMARY KEY, sequence INTEGER NOT NULL UNIQUE, type TEXT NOT NULL, body BLOB NOT NULL,
+                created_at_ms INTEGER NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, next_attempt_at_ms INTEGER NOT NULL DEFAULT 0,
+                last_error TEXT, dead INTEGER NOT NULL DEFAULT 0, sinks INTEGER NOT NULL DEFAULT 1);
+            CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+            INSERT INTO meta VALUES ('last_sequence', 5), ('delivered', 4), ('evicted', 0);
+            INSERT INTO events (id, sequence, type, body, created_at_ms) VALUES ('old', 5, 'doorbell.pressed', x'7b7d', 0);
+            PRAGMA user_version = 3;
+            """, nil, nil, nil), SQLITE_OK)
+        sqlite3_close(db)
+        let outbox = try Outbox(path: path)
+        XCTAssertEqual(try outbox.pending(limit: 10).map(\.id), ["old"])
+        XCTAssertEqual(try outbox.buttonMemory(), [:])
+        _ = try outbox.append([], memory: ["a": BTHomeButtonTracker.DeviceMemory(packetID: 1, counter: 2)], bounds: nil, report: nil)
+        XCTAssertEqual(try outbox.buttonMemory()["a"]?.counter, 2)
     }
 
     func testNewerSchemaIsRefused() throws {

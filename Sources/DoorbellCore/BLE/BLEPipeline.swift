@@ -64,8 +64,9 @@ public struct BLEPipeline: Sendable {
         buttons = BTHomeButtonTracker(memory: memory)
     }
 
-    public var buttonMemoryChanged: Bool { buttons.changed }
-    public mutating func buttonMemorySaved() { buttons.markSaved() }
+    /// The BTHome packet ids and counters that changed since the last call: the caller stores
+    /// them in the transaction that stores the events of the same reports.
+    public mutating func takeButtonMemoryChanges() -> [String: BTHomeButtonTracker.DeviceMemory] { buttons.takeChanges() }
 
     /// Replay without a config: every BTHome advertiser counts as a button of its own.
     public var learnAll = false
@@ -142,7 +143,7 @@ public struct BLEPipeline: Sendable {
             return []
         }
         let ref = DeviceRef(id: config.id, name: config.name, radio: "ble")
-        // The configured address text is the tracker's key (and what ble-buttons.json holds).
+        // The configured address text is the tracker's key (and the outbox's button_memory row).
         let address = config.match.fields.lazy.compactMap { f -> String? in if case let .text(t) = f.1, f.0 == "address" { return t }; return nil }.first
             ?? report.addressString
         switch buttons.observe(device: address, packet: packet) {

@@ -30,7 +30,10 @@ public struct BTHomeButtonTracker: Sendable {
     }
 
     public private(set) var memory: [String: DeviceMemory]
-    public private(set) var changed = false
+    /// Addresses whose memory changed since `takeChanges()`: they go into the same outbox
+    /// transaction as the events they produced.
+    private var dirty: Set<String> = []
+    public var changed: Bool { !dirty.isEmpty }
 
     public init(memory: [String: DeviceMemory] = [:]) { self.memory = memory }
 
@@ -43,7 +46,7 @@ public struct BTHomeButtonTracker: Sendable {
         }
         if let id = packet.packetID, id == m.packetID {
             // The same press re-sent (re-encrypted with a newer counter, or plain).
-            if let c = packet.counter { m.counter = c; memory[device] = m; changed = true }
+            if let c = packet.counter { m.counter = c; memory[device] = m; dirty.insert(device) }
             return .repeated
         }
         // Without a packet id, an encrypted counter is the press identity; plain packets without
@@ -52,11 +55,16 @@ public struct BTHomeButtonTracker: Sendable {
         m.packetID = packet.packetID
         m.counter = packet.counter ?? m.counter
         memory[device] = m
-        changed = true
+        dirty.insert(device)
         let buttons = packet.buttons.enumerated().filter { $0.element != .none }.map { (index: $0.offset, event: $0.element) }
         return buttons.isEmpty ? .noEvent : .press(buttons)
     }
 
-    /// The caller saved `memory`.
-    public mutating func markSaved() { changed = false }
+    /// What changed since the last call, for the caller to store; forgets that it changed.
+    public mutating func takeChanges() -> [String: DeviceMemory] {
+        defer { dirty.removeAll() }
+        var out: [String: DeviceMemory] = [:]
+        for address in dirty { out[address] = memory[address] }
+        return out
+    }
 }
