@@ -64,7 +64,7 @@ final class AgentctlTests: XCTestCase {
     func testControlSocketRefusesOtherUsers() throws {
         try requireFile(Paths.agentBinary, "doorbell-agent")
         guard getuid() == 0, FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv") else {
-            throw XCTSkip("SKIPPED: needs root and setpriv to act as another user")
+            throw skip("SKIPPED: needs root and setpriv to act as another user")
         }
         let dir = try TempDir()
         chmod(dir.path, 0o755)

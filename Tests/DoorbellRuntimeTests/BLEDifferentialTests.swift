@@ -80,7 +80,7 @@ final class BLEDifferentialTests: XCTestCase {
 
     func testOurDecodersAgreeWithTheHomeAssistantParsers() throws {
         guard FileManager.default.isExecutableFile(atPath: Self.python) else {
-            throw XCTSkip("SKIPPED: .venv missing; make test creates it with bthome-ble and ibeacon-ble")
+            throw skip("SKIPPED: .venv missing; make test creates it with bthome-ble and ibeacon-ble")
         }
         let dir = try TempDir()
         let corpus = Self.corpus()

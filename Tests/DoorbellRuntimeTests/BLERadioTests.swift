@@ -15,7 +15,7 @@ final class BLERadioTests: XCTestCase {
     func requireHarness() throws {
         try requireFile(Self.virtualRadio, "the virtual controller")
         guard FileManager.default.isExecutableFile(atPath: Self.python) else {
-            throw XCTSkip("SKIPPED: .venv missing; make test creates it (scripts/venv.sh installs bumble)")
+            throw skip("SKIPPED: .venv missing; make test creates it (scripts/venv.sh installs bumble)")
         }
         try requireFile(Paths.agentBinary, "doorbell-agent")
     }

@@ -11,7 +11,7 @@ final class DiskFullTests: XCTestCase {
         let state = dir.file("state")
         try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
         guard getuid() == 0, (try? runCommand("/bin/mount", ["-t", "tmpfs", "-o", "size=2m", "tmpfs", state]))?.status == 0 else {
-            throw XCTSkip("SKIPPED: needs root and mount for a small tmpfs")
+            throw skip("SKIPPED: needs root and mount for a small tmpfs")
         }
         defer { _ = try? runCommand("/bin/umount", ["-l", state]) }
         let quiet = try dir.write("quiet.sh", "#!/bin/sh\nexec sleep 600\n")

@@ -100,7 +100,7 @@ final class HTTPSClientTests: XCTestCase {
     func testHTTP2IsUsedWhenTheServerOffersIt() throws {
         let python = Paths.repoRoot + "/.venv/bin/python"
         guard FileManager.default.isExecutableFile(atPath: python) else {
-            throw XCTSkip("SKIPPED: .venv missing (scripts/venv.sh, run by make test, installs hypercorn)")
+            throw skip("SKIPPED: .venv missing (scripts/venv.sh, run by make test, installs hypercorn)")
         }
         let (h2, h2Port) = try startHelper(python, "h2_test_server.py", ["--cert", dir.file("pki/server.pem"), "--key", dir.file("pki/server.key"),
                                                                          "--log", dir.file("h2.jsonl")], name: "h2")
@@ -121,7 +121,7 @@ final class HTTPSClientTests: XCTestCase {
     func testAWindowOfRequestsIsInFlightAtOnceOnOneHTTP2Connection() throws {
         let python = Paths.repoRoot + "/.venv/bin/python"
         guard FileManager.default.isExecutableFile(atPath: python) else {
-            throw XCTSkip("SKIPPED: .venv missing (scripts/venv.sh, run by make test, installs hypercorn)")
+            throw skip("SKIPPED: .venv missing (scripts/venv.sh, run by make test, installs hypercorn)")
         }
         // The first request goes alone (the client learns that the connection multiplexes), then the
         // other 4 together: the server holds its answers until 4 are in flight (bounded by --gather-seconds).

@@ -91,7 +91,7 @@ final class OOKRadioTests: XCTestCase {
 
     func testRTL433PulseModeFeedsTheSameDecoder() throws {
         try requireRecordings()
-        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/rtl_433") else { throw XCTSkip("SKIPPED: rtl_433 not installed (make test installs it)") }
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/rtl_433") else { throw skip("SKIPPED: rtl_433 not installed (make test installs it)") }
         let dir = try TempDir()
         let socket = dir.file("control.sock")
         let receiver = try ScriptedReceiver(dir: dir, ["--script", "200"])
@@ -151,7 +151,7 @@ final class OOKRadioTests: XCTestCase {
 
     func testAMissingGPIOChipIsAClearStatusAndTheChimeFailureShows() throws {
         try requireFile(Paths.agentBinary, "doorbell-agent")
-        if !GPIO.chips().isEmpty { throw XCTSkip("SKIPPED: this machine has GPIO chips; the test needs a chip label that does not exist") }
+        if !GPIO.chips().isEmpty { throw skip("SKIPPED: this machine has GPIO chips; the test needs a chip label that does not exist", needsHardware: true) }
         let dir = try TempDir()
         let socket = dir.file("control.sock")
         let config = try dir.write("agent.toml", """
@@ -197,7 +197,7 @@ final class OOKRadioTests: XCTestCase {
     func testLibgpiodOnARealChip() throws {
         let chips = GPIO.chips()
         guard let chip = chips.first else {
-            throw XCTSkip("SKIPPED: no /dev/gpiochip* on this machine (no GPIO hardware, no gpio-sim); runs on a Pi")
+            throw skip("SKIPPED: no /dev/gpiochip* on this machine (no GPIO hardware, no gpio-sim); runs on a Pi", needsHardware: true)
         }
         XCTAssertFalse(chip.label.isEmpty)
         XCTAssertGreaterThan(chip.lines, 0)

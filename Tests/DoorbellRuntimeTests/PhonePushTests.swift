@@ -17,7 +17,7 @@ final class PhonePushTests: XCTestCase {
     func testPressRingsOwnerAndGuestPhonesAndPrunesTheDeadToken() throws {
         try requireFile(Paths.agentBinary, "doorbell-agent")
         guard FileManager.default.isExecutableFile(atPath: Self.python) else {
-            throw XCTSkip("SKIPPED: .venv missing (scripts/venv.sh, run by make test, installs h2 and cryptography for the APNs test server)")
+            throw skip("SKIPPED: .venv missing (scripts/venv.sh, run by make test, installs h2 and cryptography for the APNs test server)")
         }
         let dir = try TempDir()
         // PKI (one CA for the cloud and the APNs server), the agent's state dir with its device key.

@@ -69,7 +69,7 @@ final class StorageFaultTests: XCTestCase {
         try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
         // Root ignores file modes, so make the directory truly read-only: a read-only tmpfs.
         guard getuid() == 0, (try? runCommand("/bin/mount", ["-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", state]))?.status == 0 else {
-            throw XCTSkip("SKIPPED: needs root and mount to make a read-only directory")
+            throw skip("SKIPPED: needs root and mount to make a read-only directory")
         }
         defer { _ = try? runCommand("/bin/umount", [state]) }
         let r = try runCommand(Paths.agentBinary, ["run", "--config", try minimalConfig(dir, stateDir: state)])

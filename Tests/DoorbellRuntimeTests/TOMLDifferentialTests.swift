@@ -35,7 +35,7 @@ final class TOMLDifferentialTests: XCTestCase {
 
     /// Runs the reference over files, one JSON line each.
     static func reference(_ files: [String]) throws -> [Reference?] {
-        guard let python = try python() else { throw XCTSkip("SKIPPED: no python3 with tomllib (3.11+); make test creates .venv") }
+        guard let python = try python() else { throw skip("SKIPPED: no python3 with tomllib (3.11+); make test creates .venv") }
         let r = try runCommand(python[0], Array(python.dropFirst()) + [reference] + files)
         XCTAssertEqual(r.status, 0, r.stderr)
         return r.stdout.split(separator: "\n").map { line -> Reference? in

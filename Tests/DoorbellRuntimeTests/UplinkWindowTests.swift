@@ -46,7 +46,7 @@ final class UplinkWindowTests: XCTestCase {
 
     func startH2(_ args: [String] = []) throws {
         guard FileManager.default.isExecutableFile(atPath: python) else {
-            throw XCTSkip("SKIPPED: .venv missing (scripts/venv.sh, run by make test, installs hypercorn)")
+            throw skip("SKIPPED: .venv missing (scripts/venv.sh, run by make test, installs hypercorn)")
         }
         let ready = dir.file("h2-ready.json")
         server = try Child(python, [Paths.repoRoot + "/Tests/helpers/h2_test_server.py", "--cert", dir.file("pki/server.pem"),
