@@ -86,8 +86,7 @@ public final class BLERadio: @unchecked Sendable {
             } catch {
                 if isStopping { break }
                 let message = error.description
-                let missing = message.contains("no such controller") || message.contains("no Bluetooth support") || message.contains("No such file")
-                    || message.contains("Connection refused")
+                let missing = error.meansAbsent
                 status.withLock { $0.state = missing ? .missing : .restarting; $0.lastError = message; $0.restarts += 1 }
                 degraded.withLock { $0 = true }
                 if message != lastLogged { log.error("radio.ble_failed", [("radio", "ble"), ("error", message)]) }
@@ -116,7 +115,7 @@ public final class BLERadio: @unchecked Sendable {
         // Num_HCI_Command_Packets = 0: the controller takes no command until it says so.
         while credits == 0 {
             guard try waitEvents(t, until: deadline, want: nil) == nil else { break }
-            if Clocks.monotonicMicros() >= deadline { throw HCIError(description: "\(t.name): controller gave no command credit for \(settings.commandTimeoutMs) ms") }
+            if Clocks.monotonicMicros() >= deadline { throw HCIError(.timeout, "\(t.name): controller gave no command credit for \(settings.commandTimeoutMs) ms") }
         }
         let packet = H4Framer.command(opcode, params)
         tap.snapshot?(packet, false)
@@ -126,11 +125,11 @@ public final class BLERadio: @unchecked Sendable {
             if let result = try waitEvents(t, until: deadline, want: opcode) {
                 guard let status = result.first else { return result }
                 guard status == 0 else {
-                    throw HCIError(description: "\(t.name): the controller refused \(label): status 0x\(String(status, radix: 16)) (\(Self.statusText(status)))")
+                    throw HCIError(.commandRefused, "\(t.name): the controller refused \(label): status 0x\(String(status, radix: 16)) (\(Self.statusText(status)))")
                 }
                 return result
             }
-            if Clocks.monotonicMicros() >= deadline { throw HCIError(description: "\(t.name): \(label) timed out after \(settings.commandTimeoutMs) ms") }
+            if Clocks.monotonicMicros() >= deadline { throw HCIError(.timeout, "\(t.name): \(label) timed out after \(settings.commandTimeoutMs) ms") }
         }
     }
 
@@ -156,7 +155,7 @@ public final class BLERadio: @unchecked Sendable {
                 var fds = [pollfd(fd: t.fd, events: Int16(POLLIN), revents: 0), pollfd(fd: stopSignal.fd, events: Int16(POLLIN), revents: 0)]
                 let n = poll(&fds, 2, Int32(clamping: left / 1000 + 1))
                 if n < 0 && errno == EINTR { continue }
-                if isStopping { throw HCIError(description: "stopping") }
+                if isStopping { throw HCIError(.stopping, "stopping") }
                 if n == 0 { return nil }
                 unhandled = framer.feed(try t.read())
                 unhandled.reverse() // taken from the end
@@ -182,7 +181,7 @@ public final class BLERadio: @unchecked Sendable {
                     reports += r
                 case let .hardwareError(code):
                     unhandled.removeAll()
-                    throw HCIError(description: "\(t.name): controller hardware error 0x\(String(code, radix: 16))")
+                    throw HCIError(.hardwareError, "\(t.name): controller hardware error 0x\(String(code, radix: 16))")
                 case .other:
                     break
                 }
