@@ -780,6 +780,12 @@ public final class Agent: @unchecked Sendable {
             m.add("doorbell_ook_glitches_total", "counter", "Receiver spikes folded by the glitch filter.", Double(o.edges.counters.glitches))
             m.add("doorbell_ook_words_total", "counter", "Fixed-code words decoded.", Double(o.decoder.counters.words))
         }
+        if bleRadio != nil {
+            for row in blePipeline.snapshot.counters.decoderRows {
+                m.add("doorbell_ble_decoder_adverts_total", "counter", "BLE adverts each decoder claimed: seen (decoded), corrupt or implausible.",
+                      Double(row.count), labels: [("radio", "ble"), ("decoder", row.decoder), ("verdict", row.verdict)])
+            }
+        }
         m.add("doorbell_observations_total", "counter", "Frames from configured devices.",
               Double(p.counters.frames - p.counters.unmatchedFrames + o.rf.counters.frames - o.rf.counters.unmatchedFrames))
         m.add("doorbell_unmatched_frames_total", "counter", "Frames from transmitters not in the config.", Double(p.counters.unmatchedFrames + o.rf.counters.unmatchedFrames))
@@ -831,7 +837,7 @@ public final class Agent: @unchecked Sendable {
         case "queue": return .single(queueJSON(request))
         case "scan":
             let ble = blePipeline.snapshot.heard.values.map { h -> (String, HeardTransmitter) in
-                ("ble", HeardTransmitter(identity: h.kind == "ibeacon" ? h.identity : h.address, model: h.kind, frames: h.adverts,
+                ("ble", HeardTransmitter(identity: h.identity, model: h.kind, frames: h.adverts,
                                          lastSeenWallMicros: h.lastSeenWallMicros, rssi: h.rssi.map(Double.init), deviceID: h.deviceID, match: h.snippet))
             }
             var all: [(String, HeardTransmitter)] = pipeline.snapshot.heard.values.map { ("rtl433", $0) }
@@ -911,6 +917,7 @@ public final class Agent: @unchecked Sendable {
                 ("reports", .number(Double(c.reports))), ("ibeacons", .number(Double(c.ibeacons))), ("bthome", .number(Double(c.bthome))),
                 ("decrypt_failures", .number(Double(c.decryptFailures))), ("replays_refused", .number(Double(c.replaysRefused))),
                 ("downgrades_refused", .number(Double(c.downgradesRefused))), ("inside", .array(bp.presence.inside.map(JSONValue.string))),
+                ("decoders", c.decodersJSON), ("last_refused", bp.lastRefused.map(JSONValue.string) ?? .null),
                 ("restarts", .number(Double(r.restarts))), ("last_error", r.lastError.map(JSONValue.string) ?? .null),
             ]
             let mono = Clocks.monotonicMicros()

@@ -28,14 +28,7 @@ public struct IBeacon: Sendable, Equatable, Hashable {
 
     /// "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0" (dashes optional, any case) → 16 bytes.
     public static func parse(uuid text: String) -> [UInt8]? {
-        let hex = Array(text.filter { $0 != "-" }.utf8)
-        guard hex.count == 32 else { return nil }
-        var out: [UInt8] = []
-        for i in stride(from: 0, to: 32, by: 2) {
-            guard let b = UInt8(String(decoding: hex[i..<i + 2], as: UTF8.self), radix: 16) else { return nil }
-            out.append(b)
-        }
-        return out
+        Hex.decode(text.filter { $0 != "-" }, count: 16)
     }
 
     /// The manufacturer-data payload an iBeacon advertises (for the base station's own beacon).
@@ -44,7 +37,22 @@ public struct IBeacon: Sendable, Equatable, Hashable {
     }
 }
 
-public enum IBeaconDecoder {
+public enum IBeaconDecoder: BLEAdvertDecoder {
+    public static let descriptor = BLEDecoderDescriptor(
+        name: "ibeacon", summary: "Apple iBeacon: proximity UUID, major, minor, measured power at 1 m",
+        regionKeys: [("uuid", "the proximity UUID, e.g. uuid = \"E2C56DB5-DFFB-48D2-B060-D0F5A71096E0\""),
+                     ("major", "matches UUID+major when given"), ("minor", "matches UUID+major+minor (needs major)")])
+
+    /// Apple's iBeacon prefix with another length is an iBeacon gone wrong (corrupt); Apple's
+    /// other formats (Nearby Info, AirDrop, Find My) are not mine.
+    public static func verdict(_ structures: [ADStructure]) -> BLEVerdict {
+        if let beacon = decode(structures) { return .observation(.iBeacon(beacon)) }
+        for s in structures where s.type == ADStructure.manufacturerData && s.data.starts(with: [0x4C, 0x00, 0x02, 0x15]) {
+            return .corrupt("iBeacon manufacturer data of \(s.data.count) bytes, not 25")
+        }
+        return .notMine
+    }
+
     public static func decode(_ structures: [ADStructure]) -> IBeacon? {
         for s in structures where s.type == ADStructure.manufacturerData {
             let d = s.data
