@@ -172,6 +172,16 @@ struct EddystoneDecoderTests {
 
     static let validLengths: [UInt8: Set<Int>] = [0x00: [18, 20], 0x30: [10], 0x20: [14]]
 
+    @Test func anIBeaconOfTheWrongLengthIsCountedAsCorruptNotAsNotMine() async {
+        await propertyCheck(count: 200, input: Gen.uint8(in: 0...255).array(of: 0...26)) { tail in
+            let data = [0x4C, 0x00, 0x02, 0x15] + tail
+            guard data.count != 25 else { return }
+            var p = BLEPipeline(devices: [], regions: [])
+            _ = p.handle(report: BLEAdvertisingReport(address: [0xC0, 0, 0, 0, 0, 1], rssi: -50, data: [UInt8(data.count + 1), 0xFF] + data), at: Self.time0)
+            #expect(p.counters.decoder("ibeacon").corrupt == 1 && p.counters.ibeacons == 0, "\(data.count) bytes")
+        }
+    }
+
     @Test func aFrameOfTheWrongLengthIsCountedAsCorruptNotAsNotMine() async {
         // A valid UID, EID or TLM frame, cut short or padded to any length its type does not have.
         await propertyCheck(count: 300, input: Gen.int(in: 0...2), Gen.int(in: 1...27), Gen.uint8(in: 0...255).array(of: 20...20)) { which, length, fill in
