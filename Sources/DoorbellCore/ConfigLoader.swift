@@ -367,7 +367,7 @@ public enum ConfigLoader {
     static let serialBauds = [9_600, 19_200, 38_400, 57_600, 115_200, 230_400, 460_800, 500_000, 921_600, 1_000_000, 2_000_000, 3_000_000]
 
     static func readUUID(_ t: TableReader) -> [UInt8]? {
-        guard let s = t.string("uuid", hint: "the proximity UUID, e.g. uuid = \"E2C56DB5-DFFB-48D2-B060-D0F5A71096E0\"") else { return nil }
+        guard let s = t.string("uuid", hint: IBeaconDecoder.descriptor.help(for: "uuid")) else { return nil }
         guard let u = IBeacon.parse(uuid: s) else { t.report("uuid", "\"\(s)\" is not a UUID (32 hex digits, dashes optional)"); return nil }
         return u
     }
@@ -417,11 +417,11 @@ public enum ConfigLoader {
             t.markUsed(key)
             t.report(key, "is for iBeacon regions; this region has namespace, so it is an Eddystone region (namespace, instance). Use two [[region]] tables for one of each")
         }
-        let help = Dictionary(EddystoneDecoder.descriptor.regionKeys.map { ($0.key, $0.help) }) { a, _ in a }
         func hex(_ key: String, bytes: Int, required: Bool) -> [UInt8]? {
-            guard let s = t.string(key, required: required, hint: help[key] ?? "") else { return nil }
+            let help = EddystoneDecoder.descriptor.help(for: key)
+            guard let s = t.string(key, required: required, hint: help) else { return nil }
             guard let b = Hex.decode(s, count: bytes) else {
-                t.report(key, "\"\(s)\" is not \(bytes * 2) hex digits (found \(s.count) characters): \(help[key] ?? "")")
+                t.report(key, "\"\(s)\" is not \(bytes * 2) hex digits (found \(s.count) characters): \(help)")
                 return nil
             }
             return b

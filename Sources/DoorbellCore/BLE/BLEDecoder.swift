@@ -19,6 +19,9 @@ public struct BLEDecoderDescriptor: Sendable {
         self.summary = summary
         self.regionKeys = regionKeys
     }
+
+    /// The declared help of a region key ("" for a key it does not declare).
+    public func help(for key: String) -> String { regionKeys.first { $0.key == key }?.help ?? "" }
 }
 
 /// What a decoder makes of an advert that is its own.
