@@ -46,22 +46,31 @@ public enum IBeaconDecoder: BLEAdvertDecoder {
     /// Apple's iBeacon prefix with another length is an iBeacon gone wrong (corrupt); Apple's
     /// other formats (Nearby Info, AirDrop, Find My) are not mine.
     public static func verdict(_ structures: [ADStructure]) -> BLEVerdict {
-        if let beacon = decode(structures) { return .observation(.iBeacon(beacon)) }
-        for s in structures where s.type == ADStructure.manufacturerData && s.data.starts(with: [0x4C, 0x00, 0x02, 0x15]) {
-            return .corrupt("iBeacon manufacturer data of \(s.data.count) bytes, not 25")
+        var wrongLength: Int?
+        for s in structures where s.type == ADStructure.manufacturerData && hasPrefix(s.data) {
+            if let beacon = read(s.data) { return .observation(.iBeacon(beacon)) }
+            wrongLength = wrongLength ?? s.data.count
         }
-        return .notMine
+        return wrongLength.map { .corrupt("iBeacon manufacturer data of \($0) bytes, not 25") } ?? .notMine
     }
 
     public static func decode(_ structures: [ADStructure]) -> IBeacon? {
-        for s in structures where s.type == ADStructure.manufacturerData {
-            let d = s.data
-            let b = d.startIndex
-            guard d.count == 25, d[b] == 0x4C, d[b + 1] == 0x00, d[b + 2] == 0x02, d[b + 3] == 0x15 else { continue }
-            let d0 = Array(d)
-            return IBeacon(uuid: Array(d0[4..<20]), major: UInt16(d0[20]) << 8 | UInt16(d0[21]),
-                           minor: UInt16(d0[22]) << 8 | UInt16(d0[23]), measuredPower: Int8(bitPattern: d0[24]))
+        for s in structures where s.type == ADStructure.manufacturerData && hasPrefix(s.data) {
+            if let beacon = read(s.data) { return beacon }
         }
         return nil
+    }
+
+    /// Apple (0x004C), type 0x02, length 0x15.
+    static func hasPrefix(_ d: ArraySlice<UInt8>) -> Bool {
+        let b = d.startIndex
+        return d.count >= 4 && d[b] == 0x4C && d[b + 1] == 0x00 && d[b + 2] == 0x02 && d[b + 3] == 0x15
+    }
+
+    static func read(_ d: ArraySlice<UInt8>) -> IBeacon? {
+        guard d.count == 25 else { return nil }
+        let b = d.startIndex
+        return IBeacon(uuid: Array(d[b + 4..<b + 20]), major: UInt16(d[b + 20]) << 8 | UInt16(d[b + 21]),
+                       minor: UInt16(d[b + 22]) << 8 | UInt16(d[b + 23]), measuredPower: Int8(bitPattern: d[b + 24]))
     }
 }

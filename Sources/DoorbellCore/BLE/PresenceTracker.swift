@@ -65,12 +65,14 @@ public struct BeaconRegion: Sendable, Equatable {
     public func matches(_ b: IBeacon) -> Bool { matches(.iBeacon(b)) }
 
     public func matches(_ beacon: Beacon) -> Bool {
-        switch (selector, beacon) {
-        case let (.iBeacon(uuid, major, minor), .iBeacon(b)):
-            b.uuid == uuid && (major.map { $0 == b.major } ?? true) && (minor.map { $0 == b.minor } ?? true)
-        case let (.eddystone(namespace, instance), .eddystone(u)):
-            u.namespace == namespace && (instance.map { $0 == u.instance } ?? true)
-        default: false
+        // One switch at a time: a tuple of the two enums would copy both on every sighting.
+        switch selector {
+        case let .iBeacon(uuid, major, minor):
+            guard case let .iBeacon(b) = beacon else { return false }
+            return b.uuid == uuid && (major.map { $0 == b.major } ?? true) && (minor.map { $0 == b.minor } ?? true)
+        case let .eddystone(namespace, instance):
+            guard case let .eddystone(u) = beacon else { return false }
+            return u.namespace == namespace && (instance.map { $0 == u.instance } ?? true)
         }
     }
 }
