@@ -40,6 +40,9 @@ public final class BLERadio: @unchecked Sendable {
     private var unhandled: [H4Framer.Packet] = []
     private var credits = 1
     private var lastReport: Int64 = 0
+    /// State, backoff and restarts; used on the radio thread only.
+    private var supervisor = RadioSupervisor(policy: RadioSupervisor.Policy(backoff: FullJitterBackoff(initialMillis: 500, capMillis: 30_000),
+                                                                            floorMillis: 200))
     /// Every H4 packet in (true) and out (false), for `agentctl capture`; nil when nobody captures.
     public let tap = Locked<(@Sendable ([UInt8], Bool) -> Void)?>(nil)
     /// The presence tick: once a second while the radio runs (cheap; no I/O).
@@ -67,33 +70,27 @@ public final class BLERadio: @unchecked Sendable {
     private var isStopping: Bool { stopSignal.isSet }
 
     private func supervise() {
-        let backoff = FullJitterBackoff(initialMillis: 500, capMillis: 30_000)
         var rng = SystemRandomNumberGenerator()
-        var attempt = 0
-        var lastLogged: String?
         while !isStopping {
-            status.withLock { $0.state = .starting }
+            supervisor.starting()
+            status.withLock { $0.show(supervisor) }
             do throws(HCIError) {
                 let transport = try HCITransport.open(settings.transport)
                 framer = H4Framer()
                 unhandled.removeAll()
                 credits = 1
                 try bringUp(transport)
-                attempt = 0
-                lastLogged = nil
-                status.withLock { $0.state = .running; $0.lastError = nil }
+                supervisor.running(at: Clocks.monotonicMicros())
+                status.withLock { $0.show(supervisor) }
                 try scan(transport)
             } catch {
                 if isStopping { break }
-                let message = error.description
-                let missing = error.meansAbsent
-                status.withLock { $0.state = missing ? .missing : .restarting; $0.lastError = message; $0.restarts += 1 }
+                let retry = supervisor.failed(error.description, absent: error.meansAbsent, at: Clocks.monotonicMicros(), random: &rng)
+                status.withLock { $0.show(supervisor) }
                 degraded.withLock { $0 = true }
-                if message != lastLogged { log.error("radio.ble_failed", [("radio", "ble"), ("error", message)]) }
-                lastLogged = message
+                if retry.isNews { log.error("radio.ble_failed", [("radio", "ble"), ("error", error.description)]) }
                 sink(.health(false))
-                if stopSignal.pause(micros: Int64(max(backoff.delay(attempt: attempt, random: &rng), 200)) * 1000) { break }
-                attempt += 1
+                if stopSignal.pause(micros: retry.afterMicros) { break }
             }
         }
     }
@@ -194,7 +191,8 @@ public final class BLERadio: @unchecked Sendable {
         status.withLock { $0.lines += reports.count }
         if degraded.snapshot {
             degraded.withLock { $0 = false }
-            status.withLock { $0.state = .running; $0.lastError = nil }
+            supervisor.recovered()
+            status.withLock { $0.show(supervisor) }
             log.notice("radio.ble_recovered", [("radio", "ble")])
             sink(.health(true))
         }
@@ -294,11 +292,11 @@ public final class BLERadio: @unchecked Sendable {
             if settings.stallSeconds > 0, now - lastReport > Int64(settings.stallSeconds) * 1_000_000 {
                 degraded.withLock { $0 = true }
                 let message = "no advertising reports for \(settings.stallSeconds) s: resetting the controller"
-                status.withLock { $0.lastError = message; $0.restarts += 1 }
+                supervisor.resetInPlace(message, at: now)
+                status.withLock { $0.show(supervisor) } // the reason shows until reports flow again
                 log.warning("radio.ble_stalled", [("radio", "ble"), ("stall_s", String(settings.stallSeconds))])
                 sink(.health(false))
                 try bringUp(t)
-                status.withLock { $0.state = .running; $0.lastError = message } // shows until reports flow again
                 continue
             }
             _ = try waitEvents(t, until: min(nextTick, lastReport + Int64(max(settings.stallSeconds, 1)) * 1_000_000 + 1_000), want: 0xFFFF)

@@ -75,28 +75,24 @@ public final class OOKRadio: @unchecked Sendable {
 
     private func runGPIO() {
         guard let ref = settings.gpio else { return }
-        let backoff = FullJitterBackoff(initialMillis: 1_000, capMillis: 60_000)
+        var supervisor = RadioSupervisor(policy: RadioSupervisor.Policy(backoff: FullJitterBackoff(initialMillis: 1_000, capMillis: 60_000),
+                                                                        floorMillis: 1_000))
         var rng = SystemRandomNumberGenerator()
-        var attempt = 0
-        var lastLogged: String?
         while !isStopping {
-            status.withLock { $0.state = .starting }
+            supervisor.starting()
+            status.withLock { $0.show(supervisor) }
             let reader: GPIOEdgeReader
             do {
                 reader = try GPIOEdgeReader(ref)
             } catch {
-                let message = error.description
-                status.withLock { $0.state = .missing; $0.lastError = message }
-                // The same failure every minute would drown the journal: say it once, then on change.
-                if message != lastLogged { log.error("radio.gpio_unavailable", [("radio", "ook"), ("line", ref.description), ("error", message)]) }
-                lastLogged = message
-                if stopSignal.pause(micros: Int64(max(backoff.delay(attempt: attempt, random: &rng), 1_000)) * 1000) { break }
-                attempt += 1
+                let retry = supervisor.failed(error.description, absent: true, at: Clocks.monotonicMicros(), random: &rng)
+                status.withLock { $0.show(supervisor) }
+                if retry.isNews { log.error("radio.gpio_unavailable", [("radio", "ook"), ("line", ref.description), ("error", error.description)]) }
+                if stopSignal.pause(micros: retry.afterMicros) { break }
                 continue
             }
-            attempt = 0
-            lastLogged = nil
-            status.withLock { $0.state = .running; $0.lastError = nil }
+            supervisor.running(at: Clocks.monotonicMicros())
+            status.withLock { $0.show(supervisor) }
             log.info("radio.started", [("radio", "ook"), ("source", "gpio"), ("line", ref.description)])
             sink(.edge(high: reader.initialHigh, micros: Clocks.monotonicMicros()))
             var quietPending = false
@@ -120,8 +116,12 @@ public final class OOKRadio: @unchecked Sendable {
                     for e in edges { sink(.edge(high: e.high, micros: e.micros)) }
                     if let last = edges.last { lastEdge = last.micros; quietPending = !last.high }
                 } catch {
-                    status.withLock { $0.state = .restarting; $0.lastError = error.description; $0.restarts += 1 }
+                    // Backed off like a failed open: a line that fails at once after opening
+                    // must not spin.
+                    let retry = supervisor.failed(error.description, absent: false, at: Clocks.monotonicMicros(), random: &rng)
+                    status.withLock { $0.show(supervisor) }
                     log.error("radio.gpio_failed", [("radio", "ook"), ("error", error.description)])
+                    if stopSignal.pause(micros: retry.afterMicros) { return }
                     break
                 }
             }
