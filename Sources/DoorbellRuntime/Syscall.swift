@@ -1,4 +1,5 @@
 import CLinux
+import Synchronization
 import DoorbellCore
 import Glibc
 
@@ -191,25 +192,14 @@ public final class WakeSignal: @unchecked Sendable {
 }
 
 /// A value guarded by a mutex; small and explicit instead of actors, since the callers are OS threads.
-public final class Locked<Value>: @unchecked Sendable {
-    // On the heap: a pthread object must not move, and `&` on a stored property promises no fixed address.
-    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-    private var value: Value
+public final class Locked<Value: Sendable>: Sendable {
+    // The standard library's lock: no pthread object to keep in place by hand.
+    private let mutex: Mutex<Value>
 
-    public init(_ value: Value) {
-        self.value = value
-        pthread_mutex_init(mutex, nil)
-    }
+    public init(_ value: Value) { mutex = Mutex(value) }
 
-    deinit {
-        pthread_mutex_destroy(mutex)
-        mutex.deallocate()
-    }
-
-    public func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        return try body(&value)
+    public func withLock<R: Sendable, E: Error>(_ body: (inout Value) throws(E) -> R) throws(E) -> R {
+        try mutex.withLock { (value: inout sending Value) throws(E) -> sending R in try body(&value) }
     }
 
     public var snapshot: Value { withLock { $0 } }
