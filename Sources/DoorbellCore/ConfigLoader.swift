@@ -521,11 +521,7 @@ public enum ConfigLoader {
         }
         var bindkey: [UInt8]?
         if let k = t.string("bindkey", required: false) {
-            let bytes = Array(k.utf8)
-            var out: [UInt8] = []
-            if bytes.count == 32 {
-                for i in stride(from: 0, to: 32, by: 2) { if let b = UInt8(String(decoding: bytes[i..<i + 2], as: UTF8.self), radix: 16) { out.append(b) } }
-            }
+            let out = Hex.decode(k) ?? []
             if out.count == 16 && radio == "ble" { bindkey = out } else if radio != "ble" {
                 t.report("bindkey", "only BTHome devices (radio = \"ble\") have a bindkey")
             } else {

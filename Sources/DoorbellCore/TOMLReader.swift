@@ -1055,14 +1055,7 @@ extension TOMLReader {
 }
 
 extension TOMLReader {
-    static func hexDigit(_ c: UInt8) -> UInt8? {
-        switch c {
-        case 0x30...0x39: c - 0x30
-        case 0x41...0x46: c - 0x41 + 10
-        case 0x61...0x66: c - 0x61 + 10
-        default: nil
-        }
-    }
+    static func hexDigit(_ c: UInt8) -> UInt8? { Hex.digit(c) }
 
     static func hex(_ v: UInt8, width: Int) -> String {
         String(repeating: "0", count: max(0, width - 2)) + Hex.encode([v], uppercase: true)

@@ -28,14 +28,8 @@ public struct IBeacon: Sendable, Equatable, Hashable {
 
     /// "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0" (dashes optional, any case) → 16 bytes.
     public static func parse(uuid text: String) -> [UInt8]? {
-        let hex = Array(text.filter { $0 != "-" }.utf8)
-        guard hex.count == 32 else { return nil }
-        var out: [UInt8] = []
-        for i in stride(from: 0, to: 32, by: 2) {
-            guard let b = UInt8(String(decoding: hex[i..<i + 2], as: UTF8.self), radix: 16) else { return nil }
-            out.append(b)
-        }
-        return out
+        guard let bytes = Hex.decode(text.filter { $0 != "-" }), bytes.count == 16 else { return nil }
+        return bytes
     }
 
     /// The manufacturer-data payload an iBeacon advertises (for the base station's own beacon).
