@@ -60,6 +60,15 @@ public enum ConfigLoader {
         throw ConfigError(issues: sink.issues)
     }
 
+    /// The keys the loader looks for in this document (sections it does not have are not
+    /// entered): what `ConfigReferenceTests` checks against the reference.
+    static func keysRead(text: String) -> Set<String> {
+        guard let root = try? TOMLReader.parse(bytes: Array(text.utf8)) else { return [] }
+        let sink = IssueSink(file: "agent.toml", locator: SourceLocator(text: text))
+        _ = readAgent(root, sink: sink, baseDir: ".", checks: .none)
+        return sink.asked
+    }
+
     static func directory(of file: String) -> String {
         guard let slash = file.lastIndex(of: "/") else { return "." }
         let dir = String(file[..<slash])
@@ -697,6 +706,8 @@ final class IssueSink {
     let file: String
     let locator: SourceLocator
     var issues: [ConfigIssue] = []
+    /// Every key the loader looked for, as a dotted path without indexes ("device.bindkey").
+    var asked: Set<String> = []
     init(file: String, locator: SourceLocator) { self.file = file; self.locator = locator }
 
     func report(path: [PathComponent], _ message: String) {
@@ -728,7 +739,12 @@ final class TableReader {
         self.sink = sink
     }
 
-    func markUsed(_ key: String) { used.insert(key) }
+    func markUsed(_ key: String) { used.insert(key); noteAsked(key) }
+
+    private func noteAsked(_ key: String) {
+        let section = path.compactMap { if case let .key(k) = $0 { k } else { nil } }
+        sink.asked.insert((section + [key]).joined(separator: "."))
+    }
 
     func has(_ key: String) -> Bool { members.contains { $0.0 == key } }
 
@@ -738,6 +754,7 @@ final class TableReader {
 
     private func value(_ key: String) -> TOMLNode? {
         used.insert(key)
+        noteAsked(key)
         return members.first(where: { $0.0 == key })?.1
     }
 
