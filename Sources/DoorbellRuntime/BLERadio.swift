@@ -158,31 +158,18 @@ public final class BLERadio: @unchecked Sendable {
     /// a minute apart per file so visits and presses of different captures never merge.
     private func replay(_ files: [String]) {
         status.withLock { $0.state = .running }
-        var base = Clocks.monotonicMicros()
+        var timeline = RecordingTimeline(start: Clocks.monotonicMicros())
         for file in files {
             if isStopping { return }
-            guard let bytes = readFile(file, maxBytes: 256 << 20) else {
-                let message = "\(file): cannot read: \(errnoText())"
-                status.withLock { $0.lastError = message }
-                log.error("radio.replay_failed", [("radio", "ble"), ("error", message)])
-                continue
-            }
-            let records: [BTSnoopRecord]
-            do { records = try BTSnoop.read(bytes) } catch {
-                status.withLock { $0.lastError = "\(file): \(error.description)" }
-                log.error("radio.replay_failed", [("radio", "ble"), ("file", file), ("error", error.description)])
-                continue
-            }
-            let origin = records.first?.timeMicros ?? 0
-            var last: Int64 = 0
-            for r in records where r.received && r.packet.first == 0x04 {
-                guard case let .advertisingReports(reports)? = HCIEvent.parse(Array(r.packet.dropFirst())) else { continue }
-                last = max(last, r.timeMicros - origin)
+            guard let recording = OOKRadio.readRecording(file, kind: .ble, status: status, log: log, radio: "ble") else { continue }
+            let base = timeline.place(recording)
+            var last: Int64 = 0 // a capture's clock can step back; the trackers' must not
+            for case let .ble(reports, at, _) in recording.inputs {
+                last = max(last, at)
                 status.withLock { $0.lines += reports.count }
                 for report in reports { sink(.replayed(report, monoMicros: base + last)) }
             }
-            log.info("radio.replayed", [("radio", "ble"), ("file", file), ("records", String(records.count))])
-            base += last + 60_000_000
+            log.info("radio.replayed", [("radio", "ble"), ("file", file), ("events", String(recording.inputs.count))])
         }
         status.withLock { $0.state = .finished }
         log.info("radio.replay_finished", [("radio", "ble")])
