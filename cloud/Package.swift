@@ -5,7 +5,9 @@ import PackageDescription
 //   CloudCore    pure: Standard Webhooks signature checks (v1 HMAC-SHA256, v1a Ed25519),
 //                timestamp tolerance, event body validation. No I/O.
 //   CloudStore   accounts, gateways, doorbells, shares, phones, events and deliveries, in SQLite
-//                (C API, via CSQLite) or PostgreSQL (libpq, via CLibPQ): the same SQL for both.
+//                (C API via CSQLite, on a thread of its own, one statement at a time) or PostgreSQL
+//                (postgres-nio: a pool of non-blocking connections): the same SQL for both, and an
+//                async API that never blocks a thread serving requests.
 //   CloudPush    APNs: provider JWT, payloads, the HTTP/2 client (AsyncHTTPClient), the fan-out worker.
 //   CloudServer  the HTTPS endpoints (Hummingbird 2), wiring the layers together.
 //   doorbell-cloud  the command line (`serve`, `events`).
@@ -27,17 +29,14 @@ let package = Package(
         // HTTP/2 to APNs: many concurrent streams on one TLS connection.
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        // PostgreSQL without blocking a thread: a pool of NIO connections (PostgresClient).
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
     ],
     targets: [
         .systemLibrary(
             name: "CSQLite",
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
-        ),
-        .systemLibrary(
-            name: "CLibPQ",
-            pkgConfig: "libpq",
-            providers: [.apt(["libpq-dev"])]
         ),
         .target(
             name: "CloudCore",
@@ -47,7 +46,15 @@ let package = Package(
         ),
         .target(
             name: "CloudStore",
-            dependencies: ["CloudCore", "CSQLite", "CLibPQ"]
+            dependencies: [
+                "CloudCore",
+                "CSQLite",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         .target(
             name: "CloudPush",

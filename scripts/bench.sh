@@ -23,7 +23,9 @@ swift build -c release --scratch-path .build-release --product doorbell-bench >/
 rel=$root/.build-release/release
 cloud=$root/cloud/.build/release/doorbell-cloud
 rows=()
-row() { rows+=("$1|$2|$3|$4"); printf '%-34s %14s %-9s %s\n' "$1" "$2" "$3" "$4"; }
+# Every figure carries the 1-minute load average read right after it was taken (read, a
+# builtin: nothing is spawned for it).
+row() { local load _; read -r load _ < /proc/loadavg; rows+=("$1|$2|$3|$4 (load $load)"); printf '%-34s %14s %-9s %s (load %s)\n' "$1" "$2" "$3" "$4" "$load"; }
 
 # In-process figures.
 while IFS=$'\t' read -r name value unit method; do row "$name" "$value" "$unit" "$method"; done < <("$rel/doorbell-bench" "$work")
@@ -60,12 +62,10 @@ $(if [[ $3 == mqtt:* ]]; then printf '[mqtt]\nhost = "127.0.0.1"\nport = %s\n' "
 $4
 CONF
 }
-# Waits until the agent behind a control socket has an empty outbox.
+# Waits until the agent behind a control socket has an empty outbox: one waiting process (no
+# loop spawning agentctl while the drain is timed).
 until_drained() {
-  for _ in $(seq 1 6000); do # at most ≈ 10 min
-    depth=$("$rel/agentctl" status --json --socket "$1" 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["outbox"]["depth"])' 2>/dev/null || echo -1)
-    [ "$depth" = "0" ] && return 0; sleep 0.1
-  done
+  "$rel/doorbell-bench" wait-drained "$1" && return 0
   echo "bench: the outbox behind $1 did not drain within 10 minutes; see $work/*.log" >&2; exit 1
 }
 vm() { awk -v k="$2:" '$1==k {print $2}' "/proc/$1/status"; }
@@ -170,11 +170,7 @@ CONF
 "$rel/doorbell-agent" run --config "$work/latency.toml" 2>"$work/latency.log" & pid=$!; pids+=($pid)
 # Done when the radio has said everything and the outbox is empty (a few lines may fall within
 # the repeat gap of the previous one and count as the same press).
-while :; do
-  lines=$(awk '/^doorbell_radio_lines_total/ {print $2}' "$work/latency.prom" 2>/dev/null || echo 0)
-  depth=$(awk '/^doorbell_outbox_depth/ {print $2}' "$work/latency.prom" 2>/dev/null || echo 1)
-  [ "${lines:-0}" -ge "$presses" ] && [ "${depth:-1}" = 0 ] && break; sleep 1
-done
+"$rel/doorbell-bench" wait-drained "$work/latency.sock" "$presses" || { echo "bench: the presses were not delivered within 10 minutes; see $work/latency.log" >&2; exit 1; }
 sleep 1.5
 delivered=$(awk '/^doorbell_press_to_delivered_seconds_count/ {print $2}' "$work/latency.prom")
 kill $pid; wait $pid 2>/dev/null || true

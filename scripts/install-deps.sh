@@ -3,7 +3,7 @@
 # what is missing. Safe to run again. Needs root (apt-get) unless everything is present.
 set -euo pipefail
 
-packages=(rtl-433 curl libgpiod-dev gpiod bluez libbluetooth-dev libmosquitto-dev mosquitto mosquitto-clients libcurl4-openssl-dev libssl-dev libsqlite3-dev libpq-dev postgresql openssl ca-certificates python3 python3-venv sqlite3 dpkg-dev lintian help2man)
+packages=(rtl-433 curl libgpiod-dev gpiod bluez libbluetooth-dev libmosquitto-dev mosquitto mosquitto-clients libcurl4-openssl-dev libssl-dev libsqlite3-dev postgresql openssl ca-certificates python3 python3-venv sqlite3 dpkg-dev lintian help2man)
 # The field rig (make test-field): a Debian guest built with mmdebstrap, booted with qemu (TCG).
 [ "$(dpkg --print-architecture)" = amd64 ] && packages+=(mmdebstrap qemu-system-x86 qemu-utils e2fsprogs)
 missing=()

@@ -1,5 +1,6 @@
 // Hex text for bytes (addresses, UUIDs, key ids, raw frames): one buffer, no string per byte;
-// the BLE path formats an address or UUID for every new advertiser it hears.
+// the BLE path formats an address or UUID for every new advertiser it hears. And back: the one
+// strict reader every hex field in config, JSON and TOML goes through.
 
 public enum Hex {
     private static let lower = Array("0123456789abcdef".utf8)
@@ -18,27 +19,28 @@ public enum Hex {
         return String(decoding: out, as: UTF8.self)
     }
 
-    /// Hex digits (any case, nothing else) → bytes; nil unless exactly `count` bytes when given.
-    public static func decode(_ text: some StringProtocol, count: Int? = nil) -> [UInt8]? {
-        let digits = Array(text.utf8)
-        guard digits.count % 2 == 0, count.map({ digits.count == 2 * $0 }) ?? true else { return nil }
+    /// The value of one hex digit, any case; nil for anything else (no sign, no space).
+    public static func digit(_ c: UInt8) -> UInt8? {
+        switch c {
+        case 0x30...0x39: c - 0x30
+        case 0x41...0x46: c - 0x41 + 10
+        case 0x61...0x66: c - 0x61 + 10
+        default: nil
+        }
+    }
+
+    /// An even number of hex digits, any case → bytes; nil for anything else.
+    public static func decode(_ text: some StringProtocol) -> [UInt8]? {
+        let utf8 = Array(text.utf8)
+        guard utf8.count % 2 == 0 else { return nil }
         var out: [UInt8] = []
-        out.reserveCapacity(digits.count / 2)
+        out.reserveCapacity(utf8.count / 2)
         var i = 0
-        while i < digits.count {
-            guard let hi = nibble(digits[i]), let lo = nibble(digits[i + 1]) else { return nil }
+        while i < utf8.count {
+            guard let hi = digit(utf8[i]), let lo = digit(utf8[i + 1]) else { return nil }
             out.append(hi << 4 | lo)
             i += 2
         }
         return out
-    }
-
-    private static func nibble(_ c: UInt8) -> UInt8? {
-        switch c {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 }

@@ -151,14 +151,7 @@ public enum JSONReader {
             guard pos + 4 <= buf.count else { throw fail("truncated \\u escape") }
             var v: UInt32 = 0
             for _ in 0..<4 {
-                let c = buf[pos]
-                let d: UInt8
-                switch c {
-                case UInt8(ascii: "0")...UInt8(ascii: "9"): d = c - UInt8(ascii: "0")
-                case UInt8(ascii: "a")...UInt8(ascii: "f"): d = c - UInt8(ascii: "a") + 10
-                case UInt8(ascii: "A")...UInt8(ascii: "F"): d = c - UInt8(ascii: "A") + 10
-                default: throw fail("bad hex digit in \\u escape")
-                }
+                guard let d = Hex.digit(buf[pos]) else { throw fail("bad hex digit in \\u escape") }
                 v = v << 4 | UInt32(d)
                 pos += 1
             }

@@ -51,17 +51,13 @@ public final class Deliverer: @unchecked Sendable {
     private let wake = WakeSignal()
     private let done = WakeSignal()
     private let stopping = Locked(false)
-    /// Monotonic time before which an event is not retried. In memory on purpose: after a restart
-    /// everything is due at once, which is what an installer expects after fixing the network.
-    private var notBefore: [String: Int64] = [:]
     private var client: HTTPSClient?
     private let busySince = Locked<Int64?>(nil)
     /// While requests are outstanding: the monotonic time the uplink last made progress (the
     /// window started, or one of its requests finished); nil when idle. The watchdog's measure.
     public var busySinceMicros: Int64? { busySince.snapshot }
-    /// Events in the next window: 1 at the start and after any failed attempt (one request
-    /// probes the receiver), `max_in_flight` once a window went through.
-    private var windowSize = 1
+    /// Every decision (window, backoff, Retry-After, 410, clock hold) is the machine's.
+    private var machine: UplinkMachine
 
     public init(settings: UplinkSettings, clock: ClockSettings = ClockSettings(requireSync: false), gatewayID: String,
                 signer: WebhookSigner, outbox: Outbox, log: Logger) {
@@ -72,6 +68,9 @@ public final class Deliverer: @unchecked Sendable {
         self.outbox = outbox
         self.log = log
         self.status = Locked(UplinkStatus(url: settings.url))
+        machine = UplinkMachine(settings: UplinkMachine.Settings(
+            maxInFlight: settings.maxInFlight, backoff: FullJitterBackoff(initialMillis: settings.retryInitialMs, capMillis: settings.retryMaxMs),
+            requireClockSync: clock.requireSync))
     }
 
     public func start() {
@@ -98,7 +97,6 @@ public final class Deliverer: @unchecked Sendable {
     private var isStopping: Bool { stopping.snapshot }
 
     private func loop() {
-        let backoff = FullJitterBackoff(initialMillis: settings.retryInitialMs, capMillis: settings.retryMaxMs)
         var rng = SystemRandomNumberGenerator()
         while !isStopping {
             let pending: [OutboxEntry]
@@ -110,67 +108,36 @@ public final class Deliverer: @unchecked Sendable {
                 continue
             }
             let now = Clocks.monotonicMicros()
-            notBefore = notBefore.filter { id, _ in pending.contains { $0.id == id } }
-            // Per-gateway order: the oldest undelivered event goes first; while it waits out its
-            // backoff, later ones wait too (receivers see sequences in order, but for a window).
-            guard let first = pending.first else {
+            var synced: Bool?
+            let action = machine.next(pending: pending.map(\.uplinkItem), nowMonoMicros: now, nowWallMs: Clocks.wallMicros() / 1000) {
+                let s = Clocks.isWallClockSynchronized(clock)
+                synced = s
+                return s
+            }
+            switch action {
+            case .waitForWork:
                 wake.wait(timeoutMicros: nil)
-                continue
-            }
-            let head = Self.next(pending, first: first, notBefore: notBefore, nowMono: now, nowWallMs: Clocks.wallMicros() / 1000)
-            if let due = notBefore[head.id], due > now {
-                wake.wait(timeoutMicros: due - now)
-                continue
-            }
-            // No timestamps from 1970: wait for NTP. The check is cheap, and it only runs while
-            // events are waiting and the clock is not yet set.
-            let synced = Clocks.isWallClockSynchronized(clock)
-            if clock.requireSync && !synced {
-                if !status.snapshot.heldForClock {
+            case let .sleep(until):
+                wake.wait(timeoutMicros: until - now)
+            case let .holdForClock(started):
+                if started {
                     status.withLock { $0.heldForClock = true }
                     log.warning("uplink.held_for_clock", [("events", String(pending.count)), ("hint", "the wall clock is not synchronized; check NTP (timedatectl)")])
                 }
-                wake.wait(timeoutMicros: 2_000_000)
-                continue
-            }
-            if status.snapshot.heldForClock {
-                status.withLock { $0.heldForClock = false }
-                log.notice("uplink.clock_synchronized", [("events", String(pending.count))])
-            }
-            let window = corrected(Self.window(pending, head: head, size: windowSize, notBefore: notBefore, nowMono: now), synced: synced)
-            let attempts = deliver(window)
-            settle(attempts, backoff: backoff, rng: &rng)
-            windowSize = attempts.allSatisfy { $0.outcome == .delivered || $0.outcome == .parked } ? max(1, settings.maxInFlight) : 1
-            if attempts.contains(where: { $0.outcome == .gone }) {
-                // Keep everything, say so, and wait for a new uplink (reload) or a stop.
+                wake.wait(timeoutMicros: UplinkMachine.clockRecheckMicros)
+            case let .send(items, resumed):
+                if resumed {
+                    status.withLock { $0.heldForClock = false }
+                    log.notice("uplink.clock_synchronized", [("events", String(pending.count))])
+                }
+                let byID = Dictionary(pending.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
+                let window = corrected(items.compactMap { byID[$0.id] }, synced: synced ?? Clocks.isWallClockSynchronized(clock))
+                settle(deliver(window), rng: &rng)
+            case .endpointGone:
+                // Keep everything, say so, and wait for a new uplink (reload makes a new one) or a stop.
                 while !isStopping { wake.wait(timeoutMicros: nil) }
-                break
             }
         }
-    }
-
-    /// A live press (the newest doorbell event from the last 30 s) goes ahead of a backlog: a
-    /// ring that is minutes old can wait a moment longer, the visitor at the door cannot. The
-    /// receiver still sees `sequence`, so it can tell. Otherwise the oldest event goes first.
-    static func next(_ pending: [OutboxEntry], first: OutboxEntry, notBefore: [String: Int64], nowMono: Int64, nowWallMs: Int64) -> OutboxEntry {
-        guard pending.count > 1,
-              let live = pending.last(where: { $0.type.hasPrefix("doorbell.") && nowWallMs - $0.createdAtMs < 30_000 }),
-              live.id != first.id, (notBefore[live.id] ?? 0) <= nowMono else { return first }
-        return live
-    }
-
-    /// The events sent together: `head` (from `next`), then the oldest others in sequence order,
-    /// up to `size`, stopping at the first one still waiting out its backoff (so nothing overtakes
-    /// a retried event by more than one window).
-    static func window(_ pending: [OutboxEntry], head: OutboxEntry, size: Int, notBefore: [String: Int64], nowMono: Int64) -> [OutboxEntry] {
-        var out = [head]
-        guard size > 1 else { return out }
-        for entry in pending where entry.id != head.id {
-            if out.count >= size { break }
-            if let due = notBefore[entry.id], due > nowMono { break }
-            out.append(entry)
-        }
-        return out
     }
 
     /// Events recorded before the clock was synchronized get their `occurred_at` corrected,
@@ -197,24 +164,14 @@ public final class Deliverer: @unchecked Sendable {
         }
     }
 
-    enum Outcome { case delivered, retry, parked, gone }
-
     /// One event's attempt and what the receiver said.
     struct Attempt {
         let entry: OutboxEntry
-        var outcome: Outcome
+        var answer = UplinkMachine.Answer.failed(status: nil, retryAfterMillis: nil)
         var status = 0
         var message = ""
-        /// A server's wish to be left alone (429/503 Retry-After), honoured up to an hour.
-        var retryAfterMillis: Int?
         var latencyMicros: Int64 = 0
         var acknowledgedWallMicros: Int64 = 0
-    }
-
-    /// 4xx that will not change by retrying: park the event as a dead letter (kept, counted,
-    /// shown in `agentctl queue`). 408/409/425/429 are about timing and are retried.
-    static func isPermanent(_ status: Int) -> Bool {
-        (400..<500).contains(status) && ![408, 409, 425, 429].contains(status)
     }
 
     /// The kept-alive client, made on first use (and again after a reload drops it).
@@ -242,7 +199,7 @@ public final class Deliverer: @unchecked Sendable {
         case let .failure(error):
             // Counted once, for the head; the others were not attempted.
             fail(window[0], error.description)
-            return [Attempt(entry: window[0], outcome: .retry, message: error.description)]
+            return [Attempt(entry: window[0], message: error.description)]
         }
         var attempts: [Attempt] = []
         var requests: [HTTPRequest] = []
@@ -254,14 +211,13 @@ public final class Deliverer: @unchecked Sendable {
                                                  gatewayID: gatewayID, userAgent: userAgent)
                 sent.append(attempts.count)
                 requests.append(HTTPRequest(body: entry.body, headers: headers))
-                attempts.append(Attempt(entry: entry, outcome: .retry))
+                attempts.append(Attempt(entry: entry))
             } catch {
                 fail(entry, error.description)
-                attempts.append(Attempt(entry: entry, outcome: .retry, message: error.description))
+                attempts.append(Attempt(entry: entry, message: error.description))
             }
         }
         busySince.withLock { $0 = Clocks.monotonicMicros() }
-        var goneLogged = false
         client.send(requests) { index, result in
             busySince.withLock { $0 = Clocks.monotonicMicros() }
             let i = sent[index]
@@ -277,25 +233,15 @@ public final class Deliverer: @unchecked Sendable {
                     let message = "receiver answered HTTP \(response.status)" + (snippet.isEmpty ? "" : ": \(snippet)")
                     attempts[i].message = message
                     fail(entry, message, reason: "http_\(response.status / 100)xx")
-                    if response.status == 429 || response.status == 503,
-                       let value = response.header("retry-after"),
+                    var retryAfter: Int?
+                    if response.status == 429 || response.status == 503, let value = response.header("retry-after"),
                        let seconds = RetryAfter.seconds(value, nowUnixSeconds: Clocks.wallSeconds()) {
-                        attempts[i].retryAfterMillis = Int(seconds) * 1000
+                        retryAfter = Int(seconds) * 1000
                     }
-                    if response.status == 410 {
-                        attempts[i].outcome = .gone
-                        status.withLock { $0.endpointGone = true }
-                        if !goneLogged {
-                            goneLogged = true
-                            log.error("uplink.endpoint_gone", [("url", settings.url),
-                                                               ("hint", "the receiver says this endpoint no longer exists (410); events are kept. Fix uplink.url and reload.")])
-                        }
-                    } else if Self.isPermanent(response.status) {
-                        attempts[i].outcome = .parked
-                    }
+                    attempts[i].answer = .failed(status: response.status, retryAfterMillis: retryAfter)
                     return
                 }
-                attempts[i].outcome = .delivered
+                attempts[i].answer = .delivered
                 attempts[i].latencyMicros = response.elapsedMicros
                 attempts[i].acknowledgedWallMicros = Clocks.wallMicros()
             }
@@ -304,24 +250,18 @@ public final class Deliverer: @unchecked Sendable {
         return attempts
     }
 
-    /// Writes the window's outcomes in one transaction, schedules the retries, then counts and logs.
-    private func settle(_ attempts: [Attempt], backoff: FullJitterBackoff, rng: inout SystemRandomNumberGenerator) {
-        var delays: [String: Int] = [:]
-        var failed: [(id: String, error: String, nextAttemptAtMs: Int64)] = []
+    /// The machine's verdicts, written in one transaction; then counted and logged.
+    private func settle(_ attempts: [Attempt], rng: inout SystemRandomNumberGenerator) {
         let nowMono = Clocks.monotonicMicros()
         let nowWallMs = Clocks.wallMicros() / 1000
-        func scheduleRetry(_ a: Attempt) {
-            var delayMs = backoff.delay(attempt: a.entry.attempts, random: &rng)
-            if let asked = a.retryAfterMillis { delayMs = max(delayMs, min(asked, 3_600_000)) }
-            delays[a.entry.id] = delayMs
-            notBefore[a.entry.id] = nowMono + Int64(delayMs) * 1000
-            failed.append((a.entry.id, a.message.isEmpty ? (status.snapshot.lastError ?? "unknown") : a.message, nowWallMs + Int64(delayMs)))
+        var verdicts = machine.settle(attempts.map { ($0.entry.uplinkItem, $0.answer) }, nowMonoMicros: nowMono, nowWallMs: nowWallMs, random: &rng)
+        let lastError = status.snapshot.lastError ?? "unknown"
+        let failed = zip(attempts, verdicts).compactMap { a, v -> (id: String, error: String, nextAttemptAtMs: Int64)? in
+            guard case let .retry(_, at) = v else { return nil }
+            return (a.entry.id, a.message.isEmpty ? lastError : a.message, at)
         }
-        for a in attempts where a.outcome == .retry { scheduleRetry(a) }
-        let delivered = attempts.filter { $0.outcome == .delivered }
-        let parked = attempts.filter { $0.outcome == .parked }
-        for a in delivered + parked { notBefore[a.entry.id] = nil }
-        var parkedStored = true
+        let delivered = zip(attempts, verdicts).filter { $0.1 == .delivered }.map(\.0)
+        let parked = zip(attempts, verdicts).filter { $0.1 == .parked }.map(\.0)
         do {
             try outbox.settle(delivered: delivered.map(\.entry.id), failed: failed, dead: parked.map { ($0.entry.id, $0.message) })
         } catch {
@@ -329,8 +269,9 @@ public final class Deliverer: @unchecked Sendable {
             // Delivered but not marked: they will be sent again and the receiver deduplicates.
             for a in delivered { log.error("outbox.mark_delivered_failed", [("event.id", a.entry.id), ("error", error.description)]) }
             // Not parked after all: tried again after a backoff.
-            parkedStored = false
-            for a in parked { scheduleRetry(a) }
+            for i in verdicts.indices where verdicts[i] == .parked {
+                verdicts[i] = machine.parkingFailed(attempts[i].entry.uplinkItem, nowMonoMicros: nowMono, nowWallMs: nowWallMs, random: &rng)
+            }
         }
         if let last = delivered.last {
             status.withLock {
@@ -342,20 +283,25 @@ public final class Deliverer: @unchecked Sendable {
                 }
             }
         }
-        for a in attempts {
-            switch a.outcome {
+        for (a, verdict) in zip(attempts, verdicts) {
+            switch verdict {
             case .delivered:
                 log.info("uplink.delivered", [("event.id", a.entry.id), ("sequence", String(a.entry.sequence)),
                                               ("status", String(a.status)), ("latency_ms", String(a.latencyMicros / 1000))])
-            case .parked where parkedStored:
+            case .parked:
                 log.error("uplink.event_parked", [("event.id", a.entry.id), ("status", String(a.status)),
                                                   ("hint", "the receiver refused it for good; see agentctl queue --dead, then agentctl queue retry or purge --dead")])
-            case .retry, .parked:
+            case let .retry(delayMs, _):
                 log.info("uplink.retry_scheduled", [("event.id", a.entry.id), ("attempt", String(a.entry.attempts + 1)),
-                                                    ("delay_ms", String(delays[a.entry.id] ?? 0))])
+                                                    ("delay_ms", String(delayMs))])
             case .gone:
                 break
             }
+        }
+        if verdicts.contains(.gone) && !status.snapshot.endpointGone {
+            status.withLock { $0.endpointGone = true }
+            log.error("uplink.endpoint_gone", [("url", settings.url),
+                                               ("hint", "the receiver says this endpoint no longer exists (410); events are kept. Fix uplink.url and reload.")])
         }
     }
 
@@ -368,4 +314,8 @@ public final class Deliverer: @unchecked Sendable {
         }
         log.warning("uplink.attempt_failed", [("event.id", entry.id), ("error", message)])
     }
+}
+
+extension OutboxEntry {
+    var uplinkItem: UplinkItem { UplinkItem(id: id, sequence: sequence, type: type, createdAtMs: createdAtMs, attempts: attempts) }
 }

@@ -26,9 +26,6 @@ public final class OOKRadio: @unchecked Sendable {
     private var sdr: RTL433Radio?
     private let textReader = Locked(OOKPulseTextReader())
 
-    /// Replayed recordings are spaced this far apart on the timeline, so presses in different
-    /// files never merge and no cooldown applies.
-    static let replayFileGapMicros: Int64 = 60_000_000
     /// How long the line must be quiet before the last pulse of a burst is complete.
     static let idleMicros: Int64 = 50_000
 
@@ -75,28 +72,24 @@ public final class OOKRadio: @unchecked Sendable {
 
     private func runGPIO() {
         guard let ref = settings.gpio else { return }
-        let backoff = FullJitterBackoff(initialMillis: 1_000, capMillis: 60_000)
+        var supervisor = RadioSupervisor(policy: RadioSupervisor.Policy(backoff: FullJitterBackoff(initialMillis: 1_000, capMillis: 60_000),
+                                                                        floorMillis: 1_000))
         var rng = SystemRandomNumberGenerator()
-        var attempt = 0
-        var lastLogged: String?
         while !isStopping {
-            status.withLock { $0.state = .starting }
+            supervisor.starting()
+            status.withLock { $0.show(supervisor) }
             let reader: GPIOEdgeReader
             do {
                 reader = try GPIOEdgeReader(ref)
             } catch {
-                let message = error.description
-                status.withLock { $0.state = .missing; $0.lastError = message }
-                // The same failure every minute would drown the journal: say it once, then on change.
-                if message != lastLogged { log.error("radio.gpio_unavailable", [("radio", "ook"), ("line", ref.description), ("error", message)]) }
-                lastLogged = message
-                if stopSignal.pause(micros: Int64(max(backoff.delay(attempt: attempt, random: &rng), 1_000)) * 1000) { break }
-                attempt += 1
+                let retry = supervisor.failed(error.description, absent: true, at: Clocks.monotonicMicros(), random: &rng)
+                status.withLock { $0.show(supervisor) }
+                if retry.isNews { log.error("radio.gpio_unavailable", [("radio", "ook"), ("line", ref.description), ("error", error.description)]) }
+                if stopSignal.pause(micros: retry.afterMicros) { break }
                 continue
             }
-            attempt = 0
-            lastLogged = nil
-            status.withLock { $0.state = .running; $0.lastError = nil }
+            supervisor.running(at: Clocks.monotonicMicros())
+            status.withLock { $0.show(supervisor) }
             log.info("radio.started", [("radio", "ook"), ("source", "gpio"), ("line", ref.description)])
             sink(.edge(high: reader.initialHigh, micros: Clocks.monotonicMicros()))
             var quietPending = false
@@ -120,8 +113,12 @@ public final class OOKRadio: @unchecked Sendable {
                     for e in edges { sink(.edge(high: e.high, micros: e.micros)) }
                     if let last = edges.last { lastEdge = last.micros; quietPending = !last.high }
                 } catch {
-                    status.withLock { $0.state = .restarting; $0.lastError = error.description; $0.restarts += 1 }
+                    // Backed off like a failed open: a line that fails at once after opening
+                    // must not spin.
+                    let retry = supervisor.failed(error.description, absent: false, at: Clocks.monotonicMicros(), random: &rng)
+                    status.withLock { $0.show(supervisor) }
                     log.error("radio.gpio_failed", [("radio", "ook"), ("error", error.description)])
+                    if stopSignal.pause(micros: retry.afterMicros) { return }
                     break
                 }
             }
@@ -132,31 +129,42 @@ public final class OOKRadio: @unchecked Sendable {
 
     private func runReplay() {
         status.withLock { $0.state = .running }
-        var base = Clocks.monotonicMicros()
+        var timeline = RecordingTimeline(start: Clocks.monotonicMicros())
         for file in settings.replay {
             if isStopping { return }
-            guard let bytes = readFile(file, maxBytes: 256 << 20) else {
-                let message = "\(file): cannot read: \(errnoText())"
-                status.withLock { $0.lastError = message }
-                log.error("radio.replay_failed", [("radio", "ook"), ("error", message)])
-                continue
+            guard let recording = Self.readRecording(file, kind: .ook, status: status, log: log, radio: "ook") else { continue }
+            let base = timeline.place(recording)
+            var edges = 0
+            for input in recording.inputs {
+                switch input {
+                case let .edge(high, at): sink(.edge(high: high, micros: base + at)); edges += 1
+                case let .quiet(at): sink(.idle(micros: base + at))
+                case .rtl433, .ble: break
+                }
             }
-            let edges: [VCDEdge]
-            do {
-                edges = try PulseRecording.edges(fileName: file, text: String(decoding: bytes, as: UTF8.self))
-            } catch {
-                status.withLock { $0.lastError = error.description }
-                log.error("radio.replay_failed", [("radio", "ook"), ("error", error.description)])
-                continue
-            }
-            for e in edges { sink(.edge(high: e.high, micros: base + e.micros)) }
-            let end = base + (edges.last?.micros ?? 0) + PulseRecording.leadInMicros
-            sink(.idle(micros: end))
-            status.withLock { $0.lines += edges.count }
-            log.info("radio.replayed", [("radio", "ook"), ("file", file), ("edges", String(edges.count))])
-            base = end + Self.replayFileGapMicros
+            status.withLock { $0.lines += edges }
+            log.info("radio.replayed", [("radio", "ook"), ("file", file), ("edges", String(edges))])
         }
         status.withLock { $0.state = .finished }
         log.info("radio.replay_finished", [("radio", "ook")])
+    }
+
+    /// A recording of the kind this radio replays, or nil with the reason in status and the log.
+    static func readRecording(_ file: String, kind: Recording.Kind, status: Locked<RadioStatus>, log: Logger, radio: String) -> Recording? {
+        var message: String
+        if let bytes = readFile(file, maxBytes: 256 << 20) {
+            do throws(Recording.Error) {
+                let recording = try Recording.read(fileName: file, bytes: bytes)
+                if recording.kind == kind { return recording }
+                message = "\(file): a \(recording.kind.rawValue) recording, not \(kind.rawValue); give it to [radio.\(recording.kind.rawValue)]"
+            } catch {
+                message = error.description
+            }
+        } else {
+            message = "\(file): cannot read: \(errnoText())"
+        }
+        status.withLock { $0.lastError = message }
+        log.error("radio.replay_failed", [("radio", radio), ("error", message)])
+        return nil
     }
 }

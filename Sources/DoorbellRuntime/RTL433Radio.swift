@@ -4,10 +4,6 @@ import Glibc
 // The SDR radio: runs rtl_433, reads its JSON lines, and keeps it running. A child that dies is
 // restarted with backoff; a missing binary is a clear status, not a crash loop in the log.
 
-public enum RadioState: String, Sendable {
-    case starting, running, restarting, missing, finished, stopped
-}
-
 public struct RadioStatus: Sendable, Equatable {
     public var name: String
     public var state: RadioState = .starting
@@ -16,6 +12,13 @@ public struct RadioStatus: Sendable, Equatable {
     public var pid: Int32?
     public var lastError: String?
     public var lastStderr: String?
+
+    /// What the supervisor decided, for status.
+    mutating func show(_ supervisor: RadioSupervisor) {
+        state = supervisor.state
+        restarts = supervisor.restarts
+        lastError = supervisor.lastError
+    }
 }
 
 public final class RTL433Radio: @unchecked Sendable {
@@ -92,11 +95,13 @@ public final class RTL433Radio: @unchecked Sendable {
     }
 
     private func supervise() {
-        let backoff = FullJitterBackoff(initialMillis: settings.restartInitialMs, capMillis: settings.restartMaxMs)
+        var supervisor = RadioSupervisor(policy: RadioSupervisor.Policy(
+            backoff: FullJitterBackoff(initialMillis: settings.restartInitialMs, capMillis: settings.restartMaxMs),
+            floorMillis: max(settings.restartInitialMs / 2, 1), healthyRunMicros: Self.healthyRunMicros))
         var rng = SystemRandomNumberGenerator()
-        var attempt = 0
         while !isStopping {
-            status.withLock { $0.state = .starting }
+            supervisor.starting()
+            status.withLock { $0.show(supervisor) }
             let process: ChildProcess
             do {
                 // Live pulse output is written with stdio: line-buffer it, or the end of a burst
@@ -107,18 +112,16 @@ public final class RTL433Radio: @unchecked Sendable {
                     process = try ChildProcess(program: settings.binary, arguments: settings.arguments)
                 }
             } catch {
-                let missing = error.code == ENOENT
-                status.withLock { $0.state = missing ? .missing : .restarting; $0.lastError = error.description }
-                log.error("radio.start_failed", [("radio", name), ("error", error.description)])
-                // Half the ceiling at least: a missing binary should not be retried in a tight loop.
-                wake.wait(timeoutMicros: Int64(max(backoff.delay(attempt: attempt, random: &rng), backoff.ceiling(attempt: attempt) / 2)) * 1000)
-                attempt += 1
+                let retry = supervisor.failed(error.description, absent: error.code == ENOENT, at: Clocks.monotonicMicros(), random: &rng)
+                status.withLock { $0.show(supervisor) }
+                if retry.isNews { log.error("radio.start_failed", [("radio", name), ("error", error.description)]) }
+                wake.wait(timeoutMicros: retry.afterMicros)
                 continue
             }
             child.withLock { $0 = process }
             if let pidFile { _ = try? writeSmallFile(pidFile, "\(process.pid) \(getpid())\n") }
-            let started = Clocks.monotonicMicros()
-            status.withLock { $0.state = .running; $0.pid = process.pid }
+            supervisor.running(at: Clocks.monotonicMicros())
+            status.withLock { $0.show(supervisor); $0.pid = process.pid }
             log.info("radio.started", [("radio", name), ("pid", String(process.pid)), ("argv", ([settings.binary] + settings.arguments).joined(separator: " "))])
 
             let stderrDone = WakeSignal()
@@ -140,21 +143,17 @@ public final class RTL433Radio: @unchecked Sendable {
             status.withLock { $0.pid = nil }
             if isStopping { break }
             if !settings.replay.isEmpty && exit.code == 0 {
-                status.withLock { $0.state = .finished }
+                supervisor.finished()
+                status.withLock { $0.show(supervisor) }
                 log.info("radio.replay_finished", [("radio", name)])
                 break
             }
-            if Clocks.monotonicMicros() - started >= Self.healthyRunMicros { attempt = 0 }
-            let detail = status.withLock { s -> String in
-                s.restarts += 1
-                s.state = .restarting
-                let message = "rtl_433 \(exit.description)" + (s.lastStderr.map { ": \($0)" } ?? "")
-                s.lastError = message
-                return message
-            }
-            log.warning("radio.exited", [("radio", name), ("error", detail), ("attempt", String(attempt))])
-            wake.wait(timeoutMicros: Int64(backoff.delay(attempt: attempt, random: &rng)) * 1000)
-            attempt += 1
+            let message = "rtl_433 \(exit.description)" + (status.snapshot.lastStderr.map { ": \($0)" } ?? "")
+            let retry = supervisor.failed(message, absent: false, at: Clocks.monotonicMicros(), random: &rng)
+            status.withLock { $0.show(supervisor) }
+            // Every exit is told (the restart count alone would hide a crash loop's reason).
+            log.warning("radio.exited", [("radio", name), ("error", message), ("attempt", String(supervisor.attempt))])
+            wake.wait(timeoutMicros: retry.afterMicros)
         }
     }
 }

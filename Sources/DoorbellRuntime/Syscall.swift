@@ -1,4 +1,5 @@
 import CLinux
+import Synchronization
 import DoorbellCore
 import Glibc
 
@@ -42,8 +43,14 @@ public enum Clocks {
 
     /// Whether the wall clock is synchronized, and what said so (shown by `agentctl status`).
     public static func wallClockState(_ settings: ClockSettings = ClockSettings()) -> ClockState {
-        ClockState.decide(flagFile: settings.syncFile, flagPresent: access(settings.syncFile, F_OK) == 0,
-                          kernelCheck: settings.kernelCheck, kernelState: settings.kernelCheck ? doorbell_clock_ntp_state() : 0)
+        let kernel: KernelNTPState
+        switch settings.kernelCheck ? doorbell_clock_ntp_state() : 0 {
+        case 0: kernel = .synchronized
+        case 1: kernel = .unsynchronized
+        case let e: kernel = .unreadable(errnoText(-e))
+        }
+        return ClockState.decide(flagFile: settings.syncFile, flagPresent: access(settings.syncFile, F_OK) == 0,
+                                 kernelCheck: settings.kernelCheck, kernel: kernel)
     }
 
     /// This boot's id: monotonic times are comparable only within one boot. The kernel's file
@@ -51,40 +58,6 @@ public enum Clocks {
     /// own reading of it (`%b`) over in DOORBELL_BOOT_ID. "unknown" never matches (ClockCorrection).
     public static let bootID: String = BootID.resolve(procFile: readFile("/proc/sys/kernel/random/boot_id", maxBytes: 64),
                                                       environment: getenv("DOORBELL_BOOT_ID").map { String(cString: $0) })
-}
-
-/// The clock's state and the reason, decided from the three facts the OS gives.
-public struct ClockState: Sendable, Equatable {
-    public let synchronized: Bool
-    public let reason: String
-
-    /// `kernelState` is doorbell_clock_ntp_state(): 1 unsynchronized, 0 synchronized, -errno unknown.
-    public static func decide(flagFile: String, flagPresent: Bool, kernelCheck: Bool, kernelState: Int32) -> ClockState {
-        if flagPresent { return ClockState(synchronized: true, reason: "\(flagFile) exists (systemd-timesyncd synchronized)") }
-        guard kernelCheck else { return ClockState(synchronized: false, reason: "waiting for \(flagFile) (kernel_check = false)") }
-        switch kernelState {
-        case 0: return ClockState(synchronized: true, reason: "the kernel reports NTP synchronization (adjtimex)")
-        case 1: return ClockState(synchronized: false, reason: "the kernel reports no NTP synchronization and \(flagFile) is absent")
-        default:
-            return ClockState(synchronized: false, reason: "the kernel's NTP state is unreadable (adjtimex: \(errnoText(-kernelState)); ProtectClock= denies it) and \(flagFile) is absent: waiting for systemd-timesyncd")
-        }
-    }
-}
-
-public enum BootID {
-    /// The kernel's boot_id (8-4-4-4-12 hex), from /proc or from systemd's `%b` (32 hex digits).
-    public static func resolve(procFile: [UInt8]?, environment: String?) -> String {
-        if let bytes = procFile, let id = normalize(String(decoding: bytes, as: UTF8.self)) { return id }
-        if let env = environment, let id = normalize(env) { return id }
-        return "unknown"
-    }
-
-    static func normalize(_ text: String) -> String? {
-        let hex = text.lowercased().filter { !$0.isWhitespace && $0 != "-" }
-        guard hex.count == 32, hex.allSatisfy(\.isHexDigit) else { return nil }
-        let c = Array(hex)
-        return [c[0..<8], c[8..<12], c[12..<16], c[16..<20], c[20..<32]].map { String($0) }.joined(separator: "-")
-    }
 }
 
 public func isReadableFile(_ path: String) -> Bool {
@@ -191,25 +164,14 @@ public final class WakeSignal: @unchecked Sendable {
 }
 
 /// A value guarded by a mutex; small and explicit instead of actors, since the callers are OS threads.
-public final class Locked<Value>: @unchecked Sendable {
-    // On the heap: a pthread object must not move, and `&` on a stored property promises no fixed address.
-    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-    private var value: Value
+public final class Locked<Value: Sendable>: Sendable {
+    // The standard library's lock: no pthread object to keep in place by hand.
+    private let mutex: Mutex<Value>
 
-    public init(_ value: Value) {
-        self.value = value
-        pthread_mutex_init(mutex, nil)
-    }
+    public init(_ value: Value) { mutex = Mutex(value) }
 
-    deinit {
-        pthread_mutex_destroy(mutex)
-        mutex.deallocate()
-    }
-
-    public func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        return try body(&value)
+    public func withLock<R: Sendable, E: Error>(_ body: (inout Value) throws(E) -> R) throws(E) -> R {
+        try mutex.withLock { (value: inout sending Value) throws(E) -> sending R in try body(&value) }
     }
 
     public var snapshot: Value { withLock { $0 } }

@@ -22,10 +22,10 @@ struct SocketOptions: ParsableArguments {
     var json = false
 }
 
-func ask(_ options: SocketOptions, _ command: String, _ extra: [(String, JSONValue)] = []) throws -> JSONValue {
+func ask(_ options: SocketOptions, _ request: ControlRequest) throws -> JSONValue {
     let response: JSONValue
     do {
-        response = try ControlClient.request(path: options.socket, .object([("command", .string(command))] + extra))
+        response = try ControlClient.request(path: options.socket, request.json)
     } catch {
         FileHandleErr.write("agentctl: \(error.description)")
         throw ExitCode(69) // EX_UNAVAILABLE
@@ -52,7 +52,7 @@ extension AgentctlCommand {
         @OptionGroup var options: SocketOptions
 
         func run() throws {
-            let status = try ask(options, "status")["status"] ?? .null
+            let status = try ask(options, .status)["status"] ?? .null
             if options.json {
                 print(JSONWriter.string(status))
             } else {
@@ -67,7 +67,7 @@ extension AgentctlCommand {
         @OptionGroup var options: SocketOptions
 
         func run() throws {
-            let r = try ask(options, "pubkey")
+            let r = try ask(options, .pubkey)
             if options.json {
                 print(JSONWriter.string(.object([("algorithm", r["algorithm"] ?? .null), ("key_id", r["key_id"] ?? .null),
                                                  ("public_key", r["public_key"] ?? .null)])))
@@ -86,7 +86,7 @@ extension AgentctlCommand {
         func run() throws {
             if follow {
                 do {
-                    try ControlClient.stream(path: options.socket, .object([("command", .string("events")), ("follow", .bool(true))])) { value in
+                    try ControlClient.stream(path: options.socket, ControlRequest.events(follow: true).json) { value in
                         if value["ok"] != nil || value["heartbeat"] != nil { return true }
                         if let dropped = value["dropped"]?.intValue {
                             FileHandleErr.write("agentctl: \(dropped) events skipped (this terminal was too slow)")
@@ -102,7 +102,7 @@ extension AgentctlCommand {
                 }
                 return
             }
-            guard case let .array(events)? = try ask(options, "events")["events"] else { return }
+            guard case let .array(events)? = try ask(options, .events(follow: false))["events"] else { return }
             for e in events { print(options.json ? JSONWriter.string(e) : EventLine.render(e)) }
         }
     }
@@ -119,7 +119,7 @@ extension AgentctlCommand {
             @Option(help: "At most this many.") var limit = 50
 
             func run() throws {
-                let r = try ask(options, "queue", [("action", .string("list")), ("dead", .bool(dead)), ("limit", .number(Double(limit)))])
+                let r = try ask(options, .queue(.list(dead: dead, limit: limit)))
                 if options.json { print(JSONWriter.string(r)); return }
                 print("\(r["depth"]?.intValue ?? 0) event(s) waiting, \(r["dead"]?.intValue ?? 0) dead letter(s)")
                 guard case let .array(events)? = r["events"] else { return }
@@ -136,15 +136,15 @@ extension AgentctlCommand {
             @Option(help: "Show delivery progress for up to this many seconds (0: don't wait).") var waitSeconds = 60
 
             func run() throws {
-                let r = try ask(options, "queue", [("action", .string("retry"))])
+                let r = try ask(options, .queue(.retry))
                 let requeued = Int(r["requeued"]?.intValue ?? 0)
                 if options.json { print(JSONWriter.string(r)); return }
                 print("requeued \(requeued) event(s)")
                 guard requeued > 0, waitSeconds > 0 else { return }
                 // Progress: the queue draining, on one line, until empty, stuck or out of time.
-                let start = Int(try ask(options, "queue", [("action", .string("list")), ("limit", .number(0))])["depth"]?.intValue ?? 0)
+                let start = Int(try ask(options, .queue(.list(dead: false, limit: 0)))["depth"]?.intValue ?? 0)
                 for _ in 0..<(waitSeconds * 4) {
-                    let q = try ask(options, "queue", [("action", .string("list")), ("limit", .number(0))])
+                    let q = try ask(options, .queue(.list(dead: false, limit: 0)))
                     let depth = Int(q["depth"]?.intValue ?? 0)
                     print("\rdelivering: \(max(0, start - depth))/\(start) done, \(q["dead"]?.intValue ?? 0) dead", terminator: "")
                     fflush(nil)
@@ -165,7 +165,7 @@ extension AgentctlCommand {
             }
 
             func run() throws {
-                let r = try ask(options, "queue", [("action", .string("purge-dead"))])
+                let r = try ask(options, .queue(.purgeDead))
                 print(options.json ? JSONWriter.string(r) : "purged \(r["purged"]?.intValue ?? 0) dead letter(s)")
             }
         }
@@ -180,7 +180,7 @@ extension AgentctlCommand {
         func run() throws {
             func snapshot() throws -> [String: JSONValue] {
                 var out: [String: JSONValue] = [:]
-                if case let .array(list)? = try ask(options, "scan")["transmitters"] {
+                if case let .array(list)? = try ask(options, .scan)["transmitters"] {
                     for t in list { if let id = t["identity"]?.stringValue { out[(t["radio"]?.stringValue ?? "") + "/" + id] = t } }
                 }
                 return out
@@ -247,7 +247,7 @@ extension AgentctlCommand {
             var hci: [BTSnoopRecord] = []
             do {
                 // A quiet air sends nothing: check the deadline every second anyway.
-                try ControlClient.stream(path: options.socket, .object([("command", .string("capture"))]), idleSeconds: 1,
+                try ControlClient.stream(path: options.socket, ControlRequest.capture.json, idleSeconds: 1,
                                          onIdle: { Clocks.monotonicMicros() < deadline }) { value in
                     if let h4 = value["h4"]?.stringValue, hci.count < 2_000_000 {
                         let hex = Array(h4.utf8)
@@ -305,7 +305,7 @@ extension AgentctlCommand {
         }
 
         func run() throws {
-            let r = try ask(options, "inject", [("device", .string(device))])
+            let r = try ask(options, .inject(device: device))
             if options.json { print(JSONWriter.string(r)); return }
             var ids: [String] = []
             if case let .array(list)? = r["event_ids"] { ids = list.compactMap { $0.stringValue } }
@@ -351,7 +351,7 @@ extension AgentctlCommand {
         @OptionGroup var options: SocketOptions
 
         func run() {
-            let agent = (try? ControlClient.request(path: options.socket, .object([("command", .string("version"))])))?["version"]?.stringValue
+            let agent = (try? ControlClient.request(path: options.socket, ControlRequest.version.json))?["version"]?.stringValue
             if options.json {
                 print(JSONWriter.string(.object([("agentctl", .string(AgentVersion.current)), ("agent", agent.map(JSONValue.string) ?? .null)])))
             } else {

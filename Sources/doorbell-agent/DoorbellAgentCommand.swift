@@ -145,75 +145,40 @@ extension DoorbellAgentCommand {
             let startWall = Clocks.wallMicros()
             var sequence: Int64 = 0
             var rng = SystemRandomNumberGenerator()
-            var lastTime: Int64 = 0
-            for (index, file) in files.enumerated() {
-                // Each file is its own recording: start it a minute after the previous one ended,
-                // so presses in different files never merge (and no cooldown applies).
-                let fileStart: Int64 = index == 0 ? 0 : lastTime + 60_000_000
-                var fileOrigin: Int64?
+            var timeline = RecordingTimeline(start: 0)
+            func emit(_ events: [AgentEvent], wall: Int64) {
+                for event in events {
+                    sequence += 1
+                    let id = UUIDv7.make(unixMillis: wall / 1000, random: &rng)
+                    print(String(decoding: event.body(id: id, sequence: sequence, gatewayID: cfg?.gatewayID ?? "replay",
+                                                      agentVersion: AgentVersion.current), as: UTF8.self))
+                }
+            }
+            for file in files {
                 guard let bytes = readFile(file, maxBytes: 256 << 20) else {
                     printError("\(file): cannot read: \(errnoText())")
                     throw ExitCode(66)
                 }
-                if file.hasSuffix(".btsnoop") || file.hasSuffix(".log") && bytes.starts(with: BTSnoop.magic) {
-                    let records: [BTSnoopRecord]
-                    do { records = try BTSnoop.read(bytes) } catch {
-                        printError("\(file): \(error.description)")
-                        throw ExitCode(65)
-                    }
-                    let origin = records.first?.timeMicros ?? 0
-                    for r in records where r.received && r.packet.first == 0x04 {
-                        guard case let .advertisingReports(reports)? = HCIEvent.parse(Array(r.packet.dropFirst())) else { continue }
-                        let mono = fileStart + r.timeMicros - origin
-                        lastTime = mono
-                        for report in reports {
-                            for event in ble.handle(report: report, at: ReceiveTime(monoMicros: mono, wallMicros: r.timeMicros, clockSynced: true)) {
-                                sequence += 1
-                                let id = UUIDv7.make(unixMillis: r.timeMicros / 1000, random: &rng)
-                                print(String(decoding: event.body(id: id, sequence: sequence, gatewayID: cfg?.gatewayID ?? "replay",
-                                                                  agentVersion: AgentVersion.current), as: UTF8.self))
-                            }
-                        }
-                    }
-                    continue
+                let recording: Recording
+                do { recording = try Recording.read(fileName: file, bytes: bytes) } catch {
+                    printError(error.description)
+                    throw ExitCode(65)
                 }
-                if file.hasSuffix(".ook") || file.hasSuffix(".vcd") {
-                    let edges: [VCDEdge]
-                    do { edges = try PulseRecording.edges(fileName: file, text: String(decoding: bytes, as: UTF8.self)) } catch {
-                        printError(error.description)
-                        throw ExitCode(65)
-                    }
-                    func emit(_ events: [AgentEvent], at mono: Int64) {
-                        for event in events {
-                            sequence += 1
-                            let wall = startWall + mono
-                            let id = UUIDv7.make(unixMillis: wall / 1000, random: &rng)
-                            print(String(decoding: event.body(id: id, sequence: sequence, gatewayID: cfg?.gatewayID ?? "replay",
-                                                              agentVersion: AgentVersion.current), as: UTF8.self))
-                        }
-                    }
-                    for e in edges {
-                        let mono = fileStart + e.micros
-                        emit(ook.edge(high: e.high, atMicros: mono, time: ReceiveTime(monoMicros: mono, wallMicros: startWall + mono, clockSynced: true)), at: mono)
-                    }
-                    let end = fileStart + (edges.last?.micros ?? 0) + PulseRecording.leadInMicros
-                    emit(ook.idle(atMicros: end, time: ReceiveTime(monoMicros: end, wallMicros: startWall + end, clockSynced: true)), at: end)
-                    lastTime = end
-                    continue
-                }
-                for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
-                    let frameTime: Int64?
-                    if case let .frame(f) = RTL433Decoder.decode(line: line) { frameTime = f.timeMicros } else { frameTime = nil }
-                    if fileOrigin == nil, let frameTime { fileOrigin = frameTime }
-                    let mono = frameTime.map { fileStart + $0 - (fileOrigin ?? 0) } ?? max(lastTime, fileStart)
-                    lastTime = mono
-                    // Unix times stay as they are; offsets count from the start of the replay.
-                    let wall = (frameTime ?? 0) > 1_000_000_000_000_000 ? (frameTime ?? 0) : startWall + mono
-                    for event in pipeline.handle(line: line, at: ReceiveTime(monoMicros: mono, wallMicros: wall, clockSynced: true)) {
-                        sequence += 1
-                        let id = UUIDv7.make(unixMillis: wall / 1000, random: &rng)
-                        print(String(decoding: event.body(id: id, sequence: sequence, gatewayID: cfg?.gatewayID ?? "replay",
-                                                          agentVersion: AgentVersion.current), as: UTF8.self))
+                let start = timeline.place(recording)
+                for input in recording.inputs {
+                    switch input {
+                    case let .ble(reports, at, unix):
+                        let time = ReceiveTime(monoMicros: start + at, wallMicros: unix, clockSynced: true)
+                        for report in reports { emit(ble.handle(report: report, at: time), wall: unix) }
+                    case let .edge(high, at):
+                        let time = ReceiveTime(monoMicros: start + at, wallMicros: startWall + start + at, clockSynced: true)
+                        emit(ook.edge(high: high, atMicros: start + at, time: time), wall: time.wallMicros)
+                    case let .quiet(at):
+                        let time = ReceiveTime(monoMicros: start + at, wallMicros: startWall + start + at, clockSynced: true)
+                        emit(ook.idle(atMicros: start + at, time: time), wall: time.wallMicros)
+                    case let .rtl433(line, at, unix):
+                        let wall = unix ?? startWall + start + at
+                        emit(pipeline.handle(line: line, at: ReceiveTime(monoMicros: start + at, wallMicros: wall, clockSynced: true)), wall: wall)
                     }
                 }
             }

@@ -13,11 +13,28 @@ struct Bench {
             prefill(path: args[1], gatewayID: args[2], count: n, sinks: args.count == 5 && args[4] == "mqtt" ? .mqtt : .cloud)
             return
         }
+        if args.first == "wait-drained", args.count == 2 || args.count == 3 {
+            exit(waitDrained(socket: args[1], radioLines: args.count == 3 ? Int(args[2]) ?? 0 : 0) ? 0 : 1)
+        }
         let dir = args.first ?? "/tmp"
         decodeRate()
         ookDecodeRate()
         bleDecodeRate(dir: dir)
         durableAppend(dir: dir)
+    }
+
+    /// Waits (at most 10 min) until the agent behind `socket` has an empty outbox, and its first
+    /// radio has read at least `radioLines` lines. One process asking over one socket every
+    /// 100 ms: what is being timed is not disturbed by a shell loop spawning a process per look.
+    static func waitDrained(socket: String, radioLines: Int) -> Bool {
+        let deadline = Clocks.monotonicMicros() + 600_000_000
+        while Clocks.monotonicMicros() < deadline {
+            if let reply = try? ControlClient.request(path: socket, ControlRequest.status.json), let status = reply["status"],
+               status["outbox"]?["depth"]?.intValue == 0,
+               (status["radios"]?.arrayValues?.first?["lines"]?.intValue ?? 0) >= Int64(radioLines) { return true }
+            usleep(100_000)
+        }
+        return false
     }
 
     /// Fills an outbox with `count` presses, as an agent would have while the uplink was down.

@@ -127,12 +127,9 @@ enum FuzzTarget: String, CaseIterable {
         case .config:
             _ = try? ConfigLoader.parse(bytes: bytes, file: "fuzz.toml")
         case .control:
-            // The control socket's request parsing and dispatch keys, without a socket.
-            if let request = try? JSONReader.parse(bytes: bytes) {
-                _ = request["command"]?.stringValue
-                _ = request["device"]?.stringValue
-                _ = request["limit"]?.intValue
-                _ = request["follow"]?.boolValue
+            // The control socket's requests, without a socket: whatever parses says the same again.
+            if let json = try? JSONReader.parse(bytes: bytes), let request = try? ControlRequest(json: json) {
+                precondition((try? ControlRequest(json: request.json)) == request, "a request does not survive its own encoding")
             }
         }
     }

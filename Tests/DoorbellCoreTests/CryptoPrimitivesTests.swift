@@ -87,6 +87,28 @@ import Testing
         }
     }
 
+    @Test func decodeIsTheInverseOfEncodeInEitherCase() async {
+        await propertyCheck(input: Gen.int(in: 0...255).array(of: 0...40)) { ints in
+            let bytes = ints.map { UInt8($0) }
+            #expect(Hex.decode(Hex.encode(bytes)) == bytes)
+            #expect(Hex.decode(Hex.encode(bytes, uppercase: true)) == bytes)
+        }
+    }
+
+    /// One strict reader: what Int(_:radix:) would let through (a sign) is not hex here.
+    @Test(arguments: ["f", "+f", "-1", " 0a", "0a ", "0x0a", "g0", "é0"]) func decodeRefusesWhatIsNotPlainHex(_ text: String) {
+        #expect(Hex.decode(text) == nil)
+    }
+
+    @Test func addressesAndUUIDsAreStrict() {
+        #expect(BLEAdvertisingReport.parse(address: "c0:11:22:33:44:0A") == [0xC0, 0x11, 0x22, 0x33, 0x44, 0x0A])
+        #expect(BLEAdvertisingReport.parse(address: "+0:11:22:33:44:0A") == nil)
+        #expect(BLEAdvertisingReport.parse(address: "C0:11:22:33:44") == nil)
+        #expect(BLEAdvertisingReport.parse(address: "C0:11:22:33:44:0A:") == nil)
+        #expect(IBeacon.parse(uuid: "e2c56db5dffb48d2b060d0f5a71096e0") == IBeacon.parse(uuid: "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0"))
+        #expect(IBeacon.parse(uuid: "E2C56DB5-DFFB-48D2-B060-D0F5A71096E") == nil)
+    }
+
     @Test func uuidsAndAddressesReadAsUsual() {
         #expect(IBeacon.format(uuid: hexBytes("E2C56DB5DFFB48D2B060D0F5A71096E0")) == "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0")
         #expect(DeviceKey.keyID([UInt8](repeating: 0, count: 32)).count == 16)

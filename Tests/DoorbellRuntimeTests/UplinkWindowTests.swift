@@ -244,21 +244,21 @@ final class UplinkWindowTests: XCTestCase {
 
     // MARK: - The window itself
 
-    func entry(_ seq: Int64, type: String = "beacon.entered", createdAtMs: Int64 = 0) -> OutboxEntry {
-        OutboxEntry(id: "e\(seq)", sequence: seq, type: type, body: [], createdAtMs: createdAtMs, attempts: 0, lastError: nil)
+    func entry(_ seq: Int64, type: String = "beacon.entered", createdAtMs: Int64 = 0) -> UplinkItem {
+        UplinkItem(id: "e\(seq)", sequence: seq, type: type, createdAtMs: createdAtMs, attempts: 0)
     }
 
     func testWindowTakesTheOldestInOrderAndStopsAtOneWaitingOutItsBackoff() {
         let pending = (1...10).map { entry(Int64($0)) }
-        let ids = { (w: [OutboxEntry]) in w.map(\.sequence) }
-        XCTAssertEqual(ids(Deliverer.window(pending, head: pending[0], size: 4, notBefore: [:], nowMono: 100)), [1, 2, 3, 4])
-        XCTAssertEqual(ids(Deliverer.window(pending, head: pending[0], size: 1, notBefore: [:], nowMono: 100)), [1])
-        XCTAssertEqual(ids(Deliverer.window(pending, head: pending[0], size: 8, notBefore: ["e4": 200], nowMono: 100)), [1, 2, 3])
-        XCTAssertEqual(ids(Deliverer.window(pending, head: pending[0], size: 8, notBefore: ["e4": 50], nowMono: 100)), [1, 2, 3, 4, 5, 6, 7, 8])
+        let ids = { (w: [UplinkItem]) in w.map(\.sequence) }
+        XCTAssertEqual(ids(UplinkMachine.window(pending, head: pending[0], size: 4, notBefore: [:], nowMono: 100)), [1, 2, 3, 4])
+        XCTAssertEqual(ids(UplinkMachine.window(pending, head: pending[0], size: 1, notBefore: [:], nowMono: 100)), [1])
+        XCTAssertEqual(ids(UplinkMachine.window(pending, head: pending[0], size: 8, notBefore: ["e4": 200], nowMono: 100)), [1, 2, 3])
+        XCTAssertEqual(ids(UplinkMachine.window(pending, head: pending[0], size: 8, notBefore: ["e4": 50], nowMono: 100)), [1, 2, 3, 4, 5, 6, 7, 8])
         // A live press goes first; the backlog follows unless its oldest is still backing off.
-        XCTAssertEqual(ids(Deliverer.window(pending, head: pending[9], size: 4, notBefore: [:], nowMono: 100)), [10, 1, 2, 3])
-        XCTAssertEqual(ids(Deliverer.window(pending, head: pending[9], size: 4, notBefore: ["e1": 200], nowMono: 100)), [10])
-        XCTAssertEqual(ids(Deliverer.window(Array(pending.prefix(2)), head: pending[0], size: 8, notBefore: [:], nowMono: 100)), [1, 2])
+        XCTAssertEqual(ids(UplinkMachine.window(pending, head: pending[9], size: 4, notBefore: [:], nowMono: 100)), [10, 1, 2, 3])
+        XCTAssertEqual(ids(UplinkMachine.window(pending, head: pending[9], size: 4, notBefore: ["e1": 200], nowMono: 100)), [10])
+        XCTAssertEqual(ids(UplinkMachine.window(Array(pending.prefix(2)), head: pending[0], size: 8, notBefore: [:], nowMono: 100)), [1, 2])
     }
 
     func testMaxInFlightIsValidated() throws {

@@ -73,7 +73,9 @@ class Guest:
     def path(self, *p):
         return os.path.join(self.share, *p)
 
-    def boot(self, timeout=240):
+    def boot(self, timeout=600):
+        # Unloaded, the guest is up in 30-60 s under TCG; on a busy 2-core host udev alone took
+        # 200 s once (2026-11-26), so the bound is generous: a hang still ends the run.
         ready = self.path("out", "ready")
         if os.path.exists(ready):
             os.remove(ready)

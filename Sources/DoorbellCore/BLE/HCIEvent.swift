@@ -27,10 +27,9 @@ public struct BLEAdvertisingReport: Sendable, Equatable {
     }
 
     public static func parse(address text: String) -> [UInt8]? {
-        let parts = text.split(separator: ":")
-        guard parts.count == 6 else { return nil }
-        let bytes = parts.compactMap { $0.count == 2 ? UInt8($0, radix: 16) : nil }
-        return bytes.count == 6 ? bytes : nil
+        let parts = text.split(separator: ":", omittingEmptySubsequences: false)
+        guard parts.count == 6, parts.allSatisfy({ $0.utf8.count == 2 }) else { return nil }
+        return Hex.decode(parts.joined())
     }
 }
 

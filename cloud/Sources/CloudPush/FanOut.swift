@@ -65,8 +65,7 @@ public final class FanOut: Sendable {
     /// previous run of this instance claimed and never finished (it crashed).
     public func run() async {
         do {
-            let (store, owner, now) = (store, owner, clock())
-            let reclaimed = try await blocking { try store.reclaimLeases(owner: owner, now: now) }
+            let reclaimed = try await store.reclaimLeases(owner: owner, now: clock())
             if reclaimed > 0 {
                 logger.notice("took back pushes a previous run claimed and did not finish",
                               metadata: ["count": "\(reclaimed)", "owner": "\(owner)"])
@@ -87,8 +86,7 @@ public final class FanOut: Sendable {
                 continue
             }
             if sent > 0 || isStopping { continue }
-            let store = self.store
-            let next = (try? await blocking { try store.nextDueTime() }) ?? nil
+            let next = (try? await store.nextDueTime()) ?? nil
             let now = clock()
             let wait = next.map { max(0, $0 - now) } ?? 3_600_000
             if wait > 0 { await sleep(milliseconds: wait) }
@@ -104,10 +102,7 @@ public final class FanOut: Sendable {
     /// Sends every delivery due now, batch after batch. Returns how many were attempted.
     func pass() async throws -> Int {
         let batchSize = max(client.settings.concurrency * 4, 64)
-        let (store, owner, now, leaseMilliseconds) = (store, owner, clock(), lease.leaseMilliseconds)
-        let due = try await blocking {
-            try store.claimDue(now: now, limit: batchSize, leaseMilliseconds: leaseMilliseconds, owner: owner)
-        }
+        let due = try await store.claimDue(now: clock(), limit: batchSize, leaseMilliseconds: lease.leaseMilliseconds, owner: owner)
         guard !due.isEmpty else { return 0 }
         let limit = max(client.settings.concurrency, 1)
         // Outcomes are written in groups (one transaction, one fsync); a group is flushed when it
@@ -153,8 +148,7 @@ public final class FanOut: Sendable {
         await flush(&finished)
         if started < due.count {
             do {
-                let (unsent, now) = (Array(due[started...]), clock())
-                try await blocking { try store.releaseLeases(unsent, owner: owner, now: now) }
+                try await store.releaseLeases(Array(due[started...]), owner: owner, now: clock())
             } catch {
                 logger.error("fan-out: could not release unsent pushes; they are sent when the lease runs out",
                              metadata: ["error": "\(error)"])
@@ -228,19 +222,12 @@ public final class FanOut: Sendable {
                                       random: Double.random(in: 0..<1))
     }
 
-    /// Store work runs on NIO's thread pool: a transaction's fsync (or a wait for the store's
-    /// lock) never holds one of the few threads Swift concurrency runs requests on.
-    private func blocking<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
-        try await NIOThreadPool.singleton.runIfActive(work)
-    }
-
     private func flush(_ finished: inout [(CloudStore.Outcome, Delivery)]) async {
         guard !finished.isEmpty else { return }
         defer { finished.removeAll(keepingCapacity: true) }
         let effects: [CloudStore.TokenEffect]
-        let (store, batch, now) = (store, finished, clock())
         do {
-            effects = try await blocking { try store.record(batch, now: now) }
+            effects = try await store.record(finished, now: clock())
         } catch {
             // The pushes happened (or not); their rows stay pending and are attempted again.
             logger.error("fan-out: could not record \(finished.count) push outcomes", metadata: ["error": "\(error)"])

@@ -40,7 +40,7 @@ public struct AppAPI: Sendable {
             try await enrollGateway(request, context, account)
         } }
         router.get("doorbells") { request, _ in await authenticated(request) { account in
-            let list = try await blocking { try store.doorbells(visibleTo: account.id) }
+            let list = try await store.doorbells(visibleTo: account.id)
             return .json(.ok, ["doorbells": .array(list.map { Self.json($0.0, owned: $0.owned) })])
         } }
         router.put("doorbells/:id") { request, context in await authenticated(request) { account in
@@ -48,24 +48,24 @@ public struct AppAPI: Sendable {
         } }
         router.get("doorbells/:id/shares") { request, context in await authenticated(request) { account in
             let id = try context.parameters.require("id")
-            let shares = try await blocking { try store.shares(doorbellID: id, ownerID: account.id) }
+            let shares = try await store.shares(doorbellID: id, ownerID: account.id)
             return .json(.ok, ["doorbell_id": .string(id), "accounts": .array(shares.map { .string($0) })])
         } }
         router.post("doorbells/:id/shares") { request, context in await authenticated(request) { account in
             let id = try context.parameters.require("id")
             let body = try await decode(ShareBody.self, request, context)
             let now = clock.millisecondsSinceEpoch()
-            try await blocking { try store.share(doorbellID: id, with: body.account_id, by: account.id, now: now) }
+            try await store.share(doorbellID: id, with: body.account_id, by: account.id, now: now)
             return .json(.created, ["doorbell_id": .string(id), "account_id": .string(body.account_id), "status": .string("shared")])
         } }
         router.delete("doorbells/:id/shares/:account") { request, context in await authenticated(request) { account in
             let id = try context.parameters.require("id")
             let guest = try context.parameters.require("account")
-            try await blocking { try store.unshare(doorbellID: id, from: guest, by: account.id) }
+            try await store.unshare(doorbellID: id, from: guest, by: account.id)
             return Response(status: .noContent)
         } }
         router.get("phones") { request, _ in await authenticated(request) { account in
-            let phones = try await blocking { try store.phones(accountID: account.id) }
+            let phones = try await store.phones(accountID: account.id)
             return .json(.ok, ["phones": .array(phones.map(Self.json))])
         } }
         router.put("phones/:token") { request, context in await authenticated(request) { account in
@@ -73,7 +73,7 @@ public struct AppAPI: Sendable {
         } }
         router.delete("phones/:token") { request, context in await authenticated(request) { account in
             let token = try context.parameters.require("token")
-            try await blocking { try store.unregisterPhone(token: token, accountID: account.id) }
+            try await store.unregisterPhone(token: token, accountID: account.id)
             return Response(status: .noContent)
         } }
         router.get("events/:id/deliveries") { request, context in await authenticated(request) { account in
@@ -81,12 +81,10 @@ public struct AppAPI: Sendable {
         } }
         router.put("beacon-messages") { request, context in await authenticated(request) { account in
             let body = try await decode(BeaconMessageBody.self, request, context)
-            let message = try await blocking {
-                try store.putBeaconMessage(
-                    accountID: account.id, uuid: body.uuid, major: body.major, minor: body.minor,
-                    event: body.event ?? "entered", doorbellID: body.doorbell_id, site: body.site,
-                    title: body.title, body: body.body)
-            }
+            let message = try await store.putBeaconMessage(
+                accountID: account.id, uuid: body.uuid, major: body.major, minor: body.minor,
+                event: body.event ?? "entered", doorbellID: body.doorbell_id, site: body.site,
+                title: body.title, body: body.body)
             return .json(.ok, ["id": .string(message.id), "uuid": .string(message.uuid)])
         } }
         router.post("beacon-reports") { request, context in await authenticated(request) { account in
@@ -119,16 +117,14 @@ public struct AppAPI: Sendable {
         }
         let body = try await decode(AccountBody.self, request, context)
         let now = clock.millisecondsSinceEpoch()
-        let (account, token) = try await blocking { try store.createAccount(name: body.name, now: now) }
+        let (account, token) = try await store.createAccount(name: body.name, now: now)
         return .json(.created, ["id": .string(account.id), "name": .string(account.name), "token": .string(token)])
     }
 
     func enrollGateway(_ request: Request, _ context: BasicRequestContext, _ account: Account) async throws -> Response {
         let body = try await decode(GatewayBody.self, request, context)
         let now = clock.millisecondsSinceEpoch()
-        try await blocking {
-            try store.enrollGateway(id: body.id, accountID: account.id, publicKey: body.public_key, secret: body.secret, now: now)
-        }
+        try await store.enrollGateway(id: body.id, accountID: account.id, publicKey: body.public_key, secret: body.secret, now: now)
         return .json(.created, ["id": .string(body.id), "account_id": .string(account.id), "status": .string("enrolled")])
     }
 
@@ -139,10 +135,8 @@ public struct AppAPI: Sendable {
         }
         let body = try await decode(DoorbellBody.self, request, context)
         let now = clock.millisecondsSinceEpoch()
-        let doorbell = try await blocking {
-            try store.putDoorbell(gatewayID: String(id[..<colon]), deviceID: String(id[id.index(after: colon)...]),
-                                  name: body.name, site: body.site, accountID: account.id, now: now)
-        }
+        let doorbell = try await store.putDoorbell(gatewayID: String(id[..<colon]), deviceID: String(id[id.index(after: colon)...]),
+                                                   name: body.name, site: body.site, accountID: account.id, now: now)
         return .json(.ok, ["doorbell": Self.json(doorbell, owned: true)])
     }
 
@@ -157,25 +151,24 @@ public struct AppAPI: Sendable {
                            "bundle_id \(body.bundle_id) is not an app this server pushes to (\(topics.sorted().joined(separator: ", ")))")
         }
         let now = clock.millisecondsSinceEpoch()
-        try await blocking {
-            try store.registerPhone(token: token, accountID: account.id, environment: environment, bundleID: body.bundle_id, now: now)
-        }
+        try await store.registerPhone(token: token, accountID: account.id, environment: environment, bundleID: body.bundle_id, now: now)
         return .json(.ok, ["token": .string(token.lowercased()), "status": .string("registered")])
     }
 
     func deliveries(_ context: BasicRequestContext, _ account: Account) async throws -> Response {
         let id = try context.parameters.require("id")
-        let (event, rows, owned) = try await blocking { () throws -> (StoredEvent?, [Delivery], Bool) in
-            guard let event = try store.event(id: id) else { return (nil, [], false) }
+        let (event, rows, owned) = try await { () async throws -> (StoredEvent?, [Delivery], Bool) in
+            guard let event = try await store.event(id: id) else { return (nil, [], false) }
             let doorbellID = event.deviceID.map { Doorbell.id(gatewayID: event.gatewayID, deviceID: $0) }
-            let doorbell = try doorbellID.flatMap { try store.doorbell(id: $0) }
-            let gatewayOwner = try store.gateway(id: event.gatewayID)?.accountID
+            var doorbell: Doorbell?
+            if let doorbellID { doorbell = try await store.doorbell(id: doorbellID) }
+            let gatewayOwner = try await store.gateway(id: event.gatewayID)?.accountID
             let owned = doorbell?.accountID == account.id || gatewayOwner == account.id
-            guard try owned || doorbellID.map({ try store.canSee(doorbellID: $0, accountID: account.id) }) == true else {
-                return (nil, [], false)
-            }
-            return (event, try store.deliveries(eventID: id), owned)
-        }
+            var visible = owned
+            if !owned, let doorbellID { visible = try await store.canSee(doorbellID: doorbellID, accountID: account.id) }
+            guard visible else { return (nil, [], false) }
+            return (event, try await store.deliveries(eventID: id), owned)
+        }()
         guard let event else {
             throw APIError(.notFound, "not_found", "no event \(id) on a doorbell this account can see")
         }
@@ -198,22 +191,22 @@ public struct AppAPI: Sendable {
         let interval = beaconIntervalMilliseconds
         let ttl = pushTTLMilliseconds
         enum Result { case noPhone, noMessage, rateLimited, queued(String) }
-        let result = try await blocking { () throws -> Result in
-            guard let phone = try store.phone(token: body.token), phone.accountID == account.id else { return .noPhone }
-            guard let message = try store.beaconMessage(for: account.id, uuid: body.uuid, major: body.major,
+        let result = try await { () async throws -> Result in
+            guard let phone = try await store.phone(token: body.token), phone.accountID == account.id else { return .noPhone }
+            guard let message = try await store.beaconMessage(for: account.id, uuid: body.uuid, major: body.major,
                                                         minor: body.minor, event: event)
             else { return .noMessage }
-            guard try store.claimBeaconPush(token: phone.token, uuid: message.uuid, major: message.major,
+            guard try await store.claimBeaconPush(token: phone.token, uuid: message.uuid, major: message.major,
                                             minor: message.minor, now: now, intervalMilliseconds: interval)
             else { return .rateLimited }
             let region = "\(message.uuid)/\(message.major)/\(message.minor)"
             let reportID = "beacon-" + UUID().uuidString.lowercased()
             guard let payload = PushPayload.forBeacon(title: message.title, body: message.body, region: region, reportID: reportID)
             else { return .noMessage }
-            try store.queuePush(id: reportID, to: phone, payload: payload, collapseID: "beacon-\(message.major)-\(message.minor)",
+            try await store.queuePush(id: reportID, to: phone, payload: payload, collapseID: "beacon-\(message.major)-\(message.minor)",
                                 now: now, ttlMilliseconds: ttl)
             return .queued(reportID)
-        }
+        }()
         switch result {
         case .noPhone:
             throw APIError(.notFound, "unknown_token", "register this phone's token first (PUT /phones/{token})")
@@ -239,7 +232,7 @@ public struct AppAPI: Sendable {
             guard let token = Self.bearer(request) else {
                 throw APIError(.unauthorized, "unauthorized", "send Authorization: Bearer <account token>")
             }
-            guard let account = try await blocking({ try store.account(bearer: token) }) else {
+            guard let account = try await store.account(bearer: token) else {
                 throw APIError(.unauthorized, "unauthorized", "unknown account token")
             }
             return try await body(account)
@@ -281,10 +274,6 @@ public struct AppAPI: Sendable {
         } catch {
             throw APIError(.badRequest, "invalid_request", "the body must be a JSON object")
         }
-    }
-
-    func blocking<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
-        try await NIOThreadPool.singleton.runIfActive(work)
     }
 
     static func bearer(_ request: Request) -> String? {

@@ -84,13 +84,10 @@ public struct EventsEndpoint: Sendable {
         let stored = StoredEvent(event, receivedAtMilliseconds: receivedAt)
         let result: CloudStore.IngestResult
         do {
-            let store = self.store
-            let ttl = pushTTLMilliseconds
             let envelope = event.envelope
-            result = try await NIOThreadPool.singleton.runIfActive {
-                try store.ingest(stored, envelope: envelope, now: receivedAt, pushTTLMilliseconds: ttl) { doorbell in
-                    PushPayload.forEvent(envelope, doorbell: doorbell)
-                }
+            result = try await store.ingest(stored, envelope: envelope, now: receivedAt,
+                                            pushTTLMilliseconds: pushTTLMilliseconds) { doorbell in
+                PushPayload.forEvent(envelope, doorbell: doorbell)
             }
         } catch {
             context.logger.error("could not store event", metadata: ["id": "\(stored.id)", "error": "\(error)"])
@@ -124,8 +121,7 @@ public struct EventsEndpoint: Sendable {
         let claimed = webhook.gatewayID.flatMap { $0.isEmpty ? nil : $0 }
             ?? (try? EventEnvelope.parse(webhook.body))?.gatewayID
         if let claimed {
-            let store = self.store
-            if let gateway = try await NIOThreadPool.singleton.runIfActive({ try store.gateway(id: claimed) }) {
+            if let gateway = try await store.gateway(id: claimed) {
                 do {
                     return try GatewayKeys(
                         secret: gateway.secret.map { try WebhookSecret(parsing: $0) },

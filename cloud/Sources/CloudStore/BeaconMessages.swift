@@ -8,7 +8,7 @@ extension CloudStore {
     public func putBeaconMessage(
         accountID: String, uuid: String, major: Int64, minor: Int64, event: String,
         doorbellID: String?, site: String?, title: String, body: String
-    ) throws -> BeaconMessage {
+    ) async throws -> BeaconMessage {
         let uuid = uuid.uppercased()
         guard TextChecks.isCanonicalUUID(uuid) else { throw DirectoryError.invalid("uuid must be a UUID like E2C56DB5-DFFB-48D2-B060-D0F5A71096E0") }
         guard (0...65535).contains(major), (0...65535).contains(minor) else {
@@ -22,7 +22,7 @@ extension CloudStore {
             throw DirectoryError.invalid("title must be 1 to 200 characters and body at most 1000")
         }
         if let doorbellID {
-            guard let doorbell = try doorbell(id: doorbellID) else { throw DirectoryError.notFound("no doorbell \(doorbellID)") }
+            guard let doorbell = try await doorbell(id: doorbellID) else { throw DirectoryError.notFound("no doorbell \(doorbellID)") }
             guard doorbell.accountID == accountID else {
                 throw DirectoryError.forbidden("only the owner of \(doorbellID) can set its beacon messages")
             }
@@ -30,8 +30,8 @@ extension CloudStore {
         let message = BeaconMessage(
             id: "bm_" + RandomID.make(bytes: 9), accountID: accountID, uuid: uuid, major: major, minor: minor,
             doorbellID: doorbellID, site: site, event: event, title: title, body: body)
-        try withConnection { (db) throws(StoreError) in
-            try db.query(
+        try await withConnection { (db) async throws(StoreError) in
+            try await db.query(
                 """
                 INSERT INTO beacon_messages (id, account_id, uuid, major, minor, doorbell_id, site, event, title, body)
                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
@@ -48,9 +48,9 @@ extension CloudStore {
     /// The message a phone of `accountID` gets for this report: one the account set itself, or one
     /// set by the owner of a doorbell shared with it (directly, or at the message's site).
     public func beaconMessage(for accountID: String, uuid: String, major: Int64, minor: Int64,
-                              event: String) throws(StoreError) -> BeaconMessage? {
-        try withConnection { (db) throws(StoreError) in
-            try db.query(
+                              event: String) async throws(StoreError) -> BeaconMessage? {
+        try await withConnection { (db) async throws(StoreError) in
+            try await db.query(
                 """
                 SELECT m.id, m.account_id, m.uuid, m.major, m.minor, m.doorbell_id, m.site, m.event, m.title, m.body
                 FROM beacon_messages m
@@ -76,9 +76,9 @@ extension CloudStore {
     /// Rate limit per phone and region: true (and the time recorded) when the last push for this
     /// region to this phone was at least `interval` ago; false when it is too soon.
     public func claimBeaconPush(token: String, uuid: String, major: Int64, minor: Int64,
-                                now: Int64, intervalMilliseconds: Int64) throws(StoreError) -> Bool {
-        try withConnection { (db) throws(StoreError) in
-            try db.query(
+                                now: Int64, intervalMilliseconds: Int64) async throws(StoreError) -> Bool {
+        try await withConnection { (db) async throws(StoreError) in
+            try await db.query(
                 """
                 INSERT INTO beacon_pushes (token, uuid, major, minor, last_push_ms) VALUES ($1, $2, $3, $4, $5)
                 ON CONFLICT (token, uuid, major, minor) DO UPDATE SET last_push_ms = $5

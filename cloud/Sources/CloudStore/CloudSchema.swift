@@ -112,16 +112,20 @@ enum CloudSchema {
         """
 
     /// Creates what is missing. Idempotent, so every start runs it.
-    static func migrate(_ db: any SQLConnection) throws(StoreError) {
-        try db.execute(script: script, operation: "create schema")
-        let current = try db.query("SELECT version FROM schema_version", [], operation: "read schema version")
+    static func migrate(_ database: any SQLDatabase) async throws(StoreError) {
+        try await database.withConnection { (db) async throws(StoreError) in try await migrate(db) }
+    }
+
+    private static func migrate(_ db: any SQLConnection) async throws(StoreError) {
+        try await db.execute(script: script, operation: "create schema")
+        let current = try await db.query("SELECT version FROM schema_version", [], operation: "read schema version")
         if current.rows.isEmpty {
-            try db.query("INSERT INTO schema_version (version) VALUES ($1)", [.integer(version)],
+            try await db.query("INSERT INTO schema_version (version) VALUES ($1)", [.integer(version)],
                          operation: "write schema version")
         } else if current.rows[0].integer(0) == 1 {
-            try db.transaction("upgrade schema to version 2") { () throws(StoreError) in
-                try db.query("ALTER TABLE deliveries ADD COLUMN lease_owner TEXT", [], operation: "add deliveries.lease_owner")
-                try db.query("UPDATE schema_version SET version = 2", [], operation: "write schema version")
+            try await db.transaction("upgrade schema to version 2") { () async throws(StoreError) in
+                try await db.query("ALTER TABLE deliveries ADD COLUMN lease_owner TEXT", [], operation: "add deliveries.lease_owner")
+                try await db.query("UPDATE schema_version SET version = 2", [], operation: "write schema version")
             }
         } else if let found = current.rows[0].integer(0), found > version {
             throw StoreError(operation: "open database", code: 0,

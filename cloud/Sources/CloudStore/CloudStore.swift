@@ -1,42 +1,50 @@
 import CloudCore
 import Crypto
-import Synchronization
 
 /// Everything the cloud keeps: events, accounts, gateways, doorbells, shares, phone tokens,
-/// deliveries and beacon messages, over one connection (SQLite or PostgreSQL). Every method is
-/// one statement or one transaction, so a crash leaves either all of an operation or none.
+/// deliveries and beacon messages, in SQLite or PostgreSQL. Every method is one statement or one
+/// transaction, so a crash leaves either all of an operation or none; every method is `async`
+/// and waits for the database without holding a thread.
 public final class CloudStore: Sendable {
-    let connection: Mutex<any SQLConnection>
+    let database: any SQLDatabase
     public let backend: String
 
-    public init(connection: sending any SQLConnection) throws(StoreError) {
-        backend = connection.backend
-        try CloudSchema.migrate(connection)
-        self.connection = Mutex(connection)
+    public init(database: any SQLDatabase) async throws(StoreError) {
+        backend = database.backend
+        try await CloudSchema.migrate(database)
+        self.database = database
     }
 
     /// `sqlite:PATH`, a plain path, or a `postgres://` / `postgresql://` URL.
-    public convenience init(url: String) throws(StoreError) {
-        try self.init(connection: Database.open(url: url))
+    public convenience init(url: String) async throws(StoreError) {
+        try await self.init(database: Database.open(url: url))
     }
 
-    func withConnection<T>(_ body: (any SQLConnection) throws(StoreError) -> T) throws(StoreError) -> T {
-        try connection.withLock { (db) throws(StoreError) -> T in try body(db) }
+    /// Closes the database (PostgreSQL: the pool's connections).
+    public func close() async {
+        await database.close()
+    }
+
+    /// One session for `body`: its statements do not interleave with other callers'.
+    func withConnection<T: Sendable>(
+        _ body: (any SQLConnection) async throws(StoreError) -> T
+    ) async throws(StoreError) -> T {
+        try await database.withConnection(body)
     }
 
     // MARK: Accounts
 
     /// Creates an account and returns it with its bearer token, which is shown only now: the
     /// store keeps its SHA-256.
-    public func createAccount(name: String, now: Int64) throws -> (Account, token: String) {
+    public func createAccount(name: String, now: Int64) async throws -> (Account, token: String) {
         let name = name.trimmingSpaces
         guard !name.isEmpty, name.count <= 100 else {
             throw DirectoryError.invalid("account name must be 1 to 100 characters")
         }
         let account = Account(id: "acct_" + RandomID.make(bytes: 9), name: name)
         let token = "dbk_" + RandomID.make(bytes: 32)
-        try withConnection { (db) throws(StoreError) in
-            try db.query(
+        try await withConnection { (db) async throws(StoreError) in
+            try await db.query(
                 "INSERT INTO accounts (id, name, token_sha256, created_at_ms) VALUES ($1, $2, $3, $4)",
                 [.text(account.id), .text(name), .text(Self.tokenHash(token)), .integer(now)],
                 operation: "create account")
@@ -45,16 +53,16 @@ public final class CloudStore: Sendable {
     }
 
     /// The account a bearer token belongs to, or nil.
-    public func account(bearer token: String) throws(StoreError) -> Account? {
-        try withConnection { (db) throws(StoreError) in
-            try db.query("SELECT id, name FROM accounts WHERE token_sha256 = $1", [.text(Self.tokenHash(token))],
+    public func account(bearer token: String) async throws(StoreError) -> Account? {
+        try await withConnection { (db) async throws(StoreError) in
+            try await db.query("SELECT id, name FROM accounts WHERE token_sha256 = $1", [.text(Self.tokenHash(token))],
                          operation: "authenticate").rows.first.map { Account(id: $0.text(0) ?? "", name: $0.text(1) ?? "") }
         }
     }
 
-    public func account(id: String) throws(StoreError) -> Account? {
-        try withConnection { (db) throws(StoreError) in
-            try db.query("SELECT id, name FROM accounts WHERE id = $1", [.text(id)], operation: "read account")
+    public func account(id: String) async throws(StoreError) -> Account? {
+        try await withConnection { (db) async throws(StoreError) in
+            try await db.query("SELECT id, name FROM accounts WHERE id = $1", [.text(id)], operation: "read account")
                 .rows.first.map { Account(id: $0.text(0) ?? "", name: $0.text(1) ?? "") }
         }
     }
@@ -67,7 +75,7 @@ public final class CloudStore: Sendable {
     // MARK: Gateways
 
     /// Enrolls `id` for `accountID`, or replaces its keys when that account enrolled it before.
-    public func enrollGateway(id: String, accountID: String, publicKey: String?, secret: String?, now: Int64) throws {
+    public func enrollGateway(id: String, accountID: String, publicKey: String?, secret: String?, now: Int64) async throws {
         guard Self.isIdentifier(id) else {
             throw DirectoryError.invalid("gateway id must be 1 to 64 of A-Z a-z 0-9 . _ - (the agent's gateway_id)")
         }
@@ -76,11 +84,11 @@ public final class CloudStore: Sendable {
         guard publicKey != nil || secret != nil else {
             throw DirectoryError.invalid("give public_key (from `agentctl pubkey`), secret (whsec_…), or both")
         }
-        let owner = try withConnection { (db) throws(StoreError) -> String? in
-            let existing = try db.query("SELECT account_id FROM gateways WHERE id = $1", [.text(id)],
+        let owner = try await withConnection { (db) async throws(StoreError) -> String? in
+            let existing = try await db.query("SELECT account_id FROM gateways WHERE id = $1", [.text(id)],
                                         operation: "read gateway").rows.first?.text(0)
             if existing == nil || existing == accountID {
-                try db.query(
+                try await db.query(
                     """
                     INSERT INTO gateways (id, account_id, public_key, secret, enrolled_at_ms) VALUES ($1, $2, $3, $4, $5)
                     ON CONFLICT (id) DO UPDATE SET public_key = $3, secret = $4, enrolled_at_ms = $5
@@ -95,9 +103,9 @@ public final class CloudStore: Sendable {
         }
     }
 
-    public func gateway(id: String) throws(StoreError) -> Gateway? {
-        try withConnection { (db) throws(StoreError) in
-            try db.query("SELECT id, account_id, public_key, secret FROM gateways WHERE id = $1", [.text(id)],
+    public func gateway(id: String) async throws(StoreError) -> Gateway? {
+        try await withConnection { (db) async throws(StoreError) in
+            try await db.query("SELECT id, account_id, public_key, secret FROM gateways WHERE id = $1", [.text(id)],
                          operation: "read gateway").rows.first.map {
                 Gateway(id: $0.text(0) ?? "", accountID: $0.text(1) ?? "", publicKey: $0.text(2), secret: $0.text(3))
             }
@@ -109,8 +117,8 @@ public final class CloudStore: Sendable {
     /// Creates or renames a doorbell of a gateway the account enrolled.
     @discardableResult
     public func putDoorbell(gatewayID: String, deviceID: String, name: String?, site: String?,
-                            accountID: String, now: Int64) throws -> Doorbell {
-        guard let gateway = try gateway(id: gatewayID) else {
+                            accountID: String, now: Int64) async throws -> Doorbell {
+        guard let gateway = try await gateway(id: gatewayID) else {
             throw DirectoryError.notFound("no gateway \(gatewayID): enroll it first (POST /gateways)")
         }
         guard gateway.accountID == accountID else {
@@ -123,8 +131,8 @@ public final class CloudStore: Sendable {
             throw DirectoryError.invalid("doorbell name must be 1 to 100 characters")
         }
         let id = Doorbell.id(gatewayID: gatewayID, deviceID: deviceID)
-        try withConnection { (db) throws(StoreError) in
-            try db.query(
+        try await withConnection { (db) async throws(StoreError) in
+            try await db.query(
                 """
                 INSERT INTO doorbells (id, gateway_id, device_id, account_id, name, site, created_at_ms)
                 VALUES ($1, $2, $3, $4, $5, $6, $7)
@@ -134,20 +142,20 @@ public final class CloudStore: Sendable {
                  .optional(site), .integer(now), .optional(name?.trimmingSpaces)],
                 operation: "put doorbell")
         }
-        guard let doorbell = try doorbell(id: id) else { throw DirectoryError.notFound("doorbell \(id) vanished") }
+        guard let doorbell = try await doorbell(id: id) else { throw DirectoryError.notFound("doorbell \(id) vanished") }
         return doorbell
     }
 
-    public func doorbell(id: String) throws(StoreError) -> Doorbell? {
-        try withConnection { (db) throws(StoreError) in
-            try Self.doorbell(id: id, db)
+    public func doorbell(id: String) async throws(StoreError) -> Doorbell? {
+        try await withConnection { (db) async throws(StoreError) in
+            try await Self.doorbell(id: id, db)
         }
     }
 
     static let doorbellColumns = "id, gateway_id, device_id, account_id, name, site"
 
-    static func doorbell(id: String, _ db: any SQLConnection) throws(StoreError) -> Doorbell? {
-        try db.query("SELECT \(doorbellColumns) FROM doorbells WHERE id = $1", [.text(id)], operation: "read doorbell")
+    static func doorbell(id: String, _ db: any SQLConnection) async throws(StoreError) -> Doorbell? {
+        try await db.query("SELECT \(doorbellColumns) FROM doorbells WHERE id = $1", [.text(id)], operation: "read doorbell")
             .rows.first.map(doorbell)
     }
 
@@ -157,9 +165,9 @@ public final class CloudStore: Sendable {
     }
 
     /// The doorbells an account owns or has been given.
-    public func doorbells(visibleTo accountID: String) throws(StoreError) -> [(Doorbell, owned: Bool)] {
-        try withConnection { (db) throws(StoreError) in
-            try db.query(
+    public func doorbells(visibleTo accountID: String) async throws(StoreError) -> [(Doorbell, owned: Bool)] {
+        try await withConnection { (db) async throws(StoreError) in
+            try await db.query(
                 """
                 SELECT \(Self.doorbellColumns) FROM doorbells
                 WHERE account_id = $1 OR id IN (SELECT doorbell_id FROM shares WHERE account_id = $1)
@@ -173,9 +181,9 @@ public final class CloudStore: Sendable {
     }
 
     /// Whether `accountID` owns the doorbell or was given it.
-    public func canSee(doorbellID: String, accountID: String) throws(StoreError) -> Bool {
-        try withConnection { (db) throws(StoreError) in
-            try !db.query(
+    public func canSee(doorbellID: String, accountID: String) async throws(StoreError) -> Bool {
+        try await withConnection { (db) async throws(StoreError) in
+            try await !db.query(
                 """
                 SELECT 1 FROM doorbells WHERE id = $1 AND (account_id = $2
                     OR EXISTS (SELECT 1 FROM shares WHERE doorbell_id = $1 AND account_id = $2))
@@ -183,16 +191,16 @@ public final class CloudStore: Sendable {
         }
     }
 
-    public func share(doorbellID: String, with guestID: String, by ownerID: String, now: Int64) throws {
-        let doorbell = try ownedDoorbell(doorbellID, by: ownerID)
+    public func share(doorbellID: String, with guestID: String, by ownerID: String, now: Int64) async throws {
+        let doorbell = try await ownedDoorbell(doorbellID, by: ownerID)
         guard guestID != doorbell.accountID else {
             throw DirectoryError.invalid("the owner already gets every push of \(doorbellID)")
         }
-        guard try account(id: guestID) != nil else {
+        guard try await account(id: guestID) != nil else {
             throw DirectoryError.notFound("no account \(guestID)")
         }
-        try withConnection { (db) throws(StoreError) in
-            try db.query(
+        try await withConnection { (db) async throws(StoreError) in
+            try await db.query(
                 """
                 INSERT INTO shares (doorbell_id, account_id, granted_at_ms) VALUES ($1, $2, $3)
                 ON CONFLICT (doorbell_id, account_id) DO NOTHING
@@ -201,25 +209,25 @@ public final class CloudStore: Sendable {
     }
 
     /// Revokes a share; the guest's phones stop getting pushes for events stored from now on.
-    public func unshare(doorbellID: String, from guestID: String, by ownerID: String) throws {
-        _ = try ownedDoorbell(doorbellID, by: ownerID)
-        let removed = try withConnection { (db) throws(StoreError) in
-            try db.query("DELETE FROM shares WHERE doorbell_id = $1 AND account_id = $2",
+    public func unshare(doorbellID: String, from guestID: String, by ownerID: String) async throws {
+        _ = try await ownedDoorbell(doorbellID, by: ownerID)
+        let removed = try await withConnection { (db) async throws(StoreError) in
+            try await db.query("DELETE FROM shares WHERE doorbell_id = $1 AND account_id = $2",
                          [.text(doorbellID), .text(guestID)], operation: "unshare doorbell").changes
         }
         guard removed > 0 else { throw DirectoryError.notFound("\(doorbellID) is not shared with \(guestID)") }
     }
 
-    public func shares(doorbellID: String, ownerID: String) throws -> [String] {
-        _ = try ownedDoorbell(doorbellID, by: ownerID)
-        return try withConnection { (db) throws(StoreError) in
-            try db.query("SELECT account_id FROM shares WHERE doorbell_id = $1 ORDER BY account_id",
+    public func shares(doorbellID: String, ownerID: String) async throws -> [String] {
+        _ = try await ownedDoorbell(doorbellID, by: ownerID)
+        return try await withConnection { (db) async throws(StoreError) in
+            try await db.query("SELECT account_id FROM shares WHERE doorbell_id = $1 ORDER BY account_id",
                          [.text(doorbellID)], operation: "list shares").rows.compactMap { $0.text(0) }
         }
     }
 
-    private func ownedDoorbell(_ id: String, by accountID: String) throws -> Doorbell {
-        guard let doorbell = try doorbell(id: id) else {
+    private func ownedDoorbell(_ id: String, by accountID: String) async throws -> Doorbell {
+        guard let doorbell = try await doorbell(id: id) else {
             throw DirectoryError.notFound("no doorbell \(id): it appears with the first event from its gateway, or create it with PUT /doorbells/\(id)")
         }
         guard doorbell.accountID == accountID else {
@@ -233,15 +241,15 @@ public final class CloudStore: Sendable {
     /// Registers (or re-registers) a token for an account. Re-registering moves a token to the
     /// account now signed in on that phone, and clears its BadDeviceToken flag.
     public func registerPhone(token: String, accountID: String, environment: APNsEnvironment,
-                              bundleID: String, now: Int64) throws {
+                              bundleID: String, now: Int64) async throws {
         guard Self.isDeviceToken(token) else {
             throw DirectoryError.invalid("device token must be the APNs token as 64 hex digits (32 bytes), as the app gets it in didRegisterForRemoteNotificationsWithDeviceToken")
         }
         guard !bundleID.isEmpty, bundleID.count <= 200, bundleID.allSatisfy({ $0.isASCII && !$0.isWhitespace }) else {
             throw DirectoryError.invalid("bundle_id must be the app's bundle identifier, e.g. com.example.doorbell")
         }
-        try withConnection { (db) throws(StoreError) in
-            try db.query(
+        try await withConnection { (db) async throws(StoreError) in
+            try await db.query(
                 """
                 INSERT INTO phones (token, account_id, environment, bundle_id, registered_at_ms, bad_token_count)
                 VALUES ($1, $2, $3, $4, $5, 0)
@@ -253,26 +261,26 @@ public final class CloudStore: Sendable {
         }
     }
 
-    public func unregisterPhone(token: String, accountID: String) throws {
-        let removed = try withConnection { (db) throws(StoreError) in
-            try db.query("DELETE FROM phones WHERE token = $1 AND account_id = $2",
+    public func unregisterPhone(token: String, accountID: String) async throws {
+        let removed = try await withConnection { (db) async throws(StoreError) in
+            try await db.query("DELETE FROM phones WHERE token = $1 AND account_id = $2",
                          [.text(token.lowercased()), .text(accountID)], operation: "unregister phone").changes
         }
         guard removed > 0 else { throw DirectoryError.notFound("this account has no phone with that token") }
     }
 
-    public func phones(accountID: String) throws(StoreError) -> [Phone] {
-        try withConnection { (db) throws(StoreError) in
-            try db.query(
+    public func phones(accountID: String) async throws(StoreError) -> [Phone] {
+        try await withConnection { (db) async throws(StoreError) in
+            try await db.query(
                 "SELECT \(Self.phoneColumns) FROM phones WHERE account_id = $1 ORDER BY token",
                 [.text(accountID)], operation: "list phones"
             ).rows.compactMap(Self.phone)
         }
     }
 
-    public func phone(token: String) throws(StoreError) -> Phone? {
-        try withConnection { (db) throws(StoreError) in
-            try db.query("SELECT \(Self.phoneColumns) FROM phones WHERE token = $1", [.text(token.lowercased())],
+    public func phone(token: String) async throws(StoreError) -> Phone? {
+        try await withConnection { (db) async throws(StoreError) in
+            try await db.query("SELECT \(Self.phoneColumns) FROM phones WHERE token = $1", [.text(token.lowercased())],
                          operation: "read phone").rows.first.flatMap(Self.phone)
         }
     }

@@ -2,12 +2,11 @@
 public enum Database {
     /// - `sqlite:PATH` (also `sqlite:///abs/path`) or a plain path: a SQLite file, created if missing.
     /// - `postgres://…` / `postgresql://…`: a PostgreSQL server (libpq URI syntax, PG* variables apply).
-    public static func open(url: String) throws(StoreError) -> any SQLConnection {
+    public static func open(url: String) async throws(StoreError) -> any SQLDatabase {
         let lowered = url.lowercased()
         if lowered.hasPrefix("postgres://") || lowered.hasPrefix("postgresql://") {
-            // libpq matches the scheme case-sensitively.
             let scheme = lowered.hasPrefix("postgres://") ? "postgres://" : "postgresql://"
-            return try PostgresConnection(conninfo: scheme + url.dropFirst(scheme.count))
+            return try await PostgresPool.open(conninfo: scheme + url.dropFirst(scheme.count))
         }
         if lowered.hasPrefix("sqlite:") {
             var path = Substring(url.dropFirst("sqlite:".count))

@@ -21,25 +21,25 @@ extension CloudStore {
     public func ingest(
         _ event: StoredEvent, envelope: EventEnvelope, now: Int64, pushTTLMilliseconds: Int64,
         payload: (PushPayload.Doorbell) -> String?
-    ) throws(StoreError) -> IngestResult {
-        try withConnection { (db) throws(StoreError) -> IngestResult in
-            try db.transaction("store event \(event.id)") { () throws(StoreError) -> IngestResult in
-                let inserted = try db.query(EventRows.insert, EventRows.parameters(event),
+    ) async throws(StoreError) -> IngestResult {
+        try await withConnection { (db) async throws(StoreError) -> IngestResult in
+            try await db.transaction("store event \(event.id)") { () async throws(StoreError) -> IngestResult in
+                let inserted = try await db.query(EventRows.insert, EventRows.parameters(event),
                                             operation: "insert event \(event.id)").changes
                 guard inserted > 0 else {
-                    let stored = try db.query("SELECT body FROM events WHERE id = $1", [.text(event.id)],
+                    let stored = try await db.query("SELECT body FROM events WHERE id = $1", [.text(event.id)],
                                               operation: "read event \(event.id)").rows.first?.text(0)
                     return stored == event.body ? .duplicate : .conflicting
                 }
                 // Only doorbell events make doorbells; a beacon event's device is a region.
                 guard envelope.type.hasPrefix("doorbell."), let deviceID = envelope.deviceID,
-                      let owner = try db.query("SELECT account_id FROM gateways WHERE id = $1",
+                      let owner = try await db.query("SELECT account_id FROM gateways WHERE id = $1",
                                                [.text(envelope.gatewayID)], operation: "read gateway").rows.first?.text(0)
                 else { return .stored(pushes: 0) }
 
                 let doorbellID = Doorbell.id(gatewayID: envelope.gatewayID, deviceID: deviceID)
                 // The first event of a device makes it a doorbell of the gateway's owner.
-                try db.query(
+                try await db.query(
                     """
                     INSERT INTO doorbells (id, gateway_id, device_id, account_id, name, site, created_at_ms)
                     VALUES ($1, $2, $3, $4, $5, NULL, $6) ON CONFLICT (id) DO NOTHING
@@ -47,11 +47,11 @@ extension CloudStore {
                     [.text(doorbellID), .text(envelope.gatewayID), .text(deviceID), .text(owner),
                      .text(envelope.deviceName ?? deviceID), .integer(now)],
                     operation: "create doorbell \(doorbellID)")
-                guard let doorbell = try Self.doorbell(id: doorbellID, db),
+                guard let doorbell = try await Self.doorbell(id: doorbellID, db),
                       let body = payload(PushPayload.Doorbell(id: doorbell.id, name: doorbell.name, gatewayID: doorbell.gatewayID))
                 else { return .stored(pushes: 0) }
 
-                let queued = try db.query(
+                let queued = try await db.query(
                     """
                     INSERT INTO deliveries (event_id, token, account_id, environment, bundle_id, doorbell_id, payload,
                         apns_id, collapse_id, expires_at_ms, state, attempts, next_attempt_at_ms, created_at_ms, updated_at_ms)
@@ -78,9 +78,9 @@ extension CloudStore {
 
     /// Queues one push that is not an event (a beacon message) to one phone.
     public func queuePush(id: String, to phone: Phone, payload: String, collapseID: String?, now: Int64,
-                          ttlMilliseconds: Int64) throws(StoreError) {
-        try withConnection { (db) throws(StoreError) in
-            try db.query(
+                          ttlMilliseconds: Int64) async throws(StoreError) {
+        try await withConnection { (db) async throws(StoreError) in
+            try await db.query(
                 """
                 INSERT INTO deliveries (event_id, token, account_id, environment, bundle_id, doorbell_id, payload,
                     apns_id, collapse_id, expires_at_ms, state, attempts, next_attempt_at_ms, created_at_ms, updated_at_ms)
@@ -122,9 +122,9 @@ extension CloudStore {
     /// `deliveries_due` index yields the batch without sorting every pending row (a whole event's
     /// pushes share one due time anyway). The outer condition is re-checked on PostgreSQL when a
     /// concurrent claim wins the row lock, so a row is claimed once.
-    public func claimDue(now: Int64, limit: Int, leaseMilliseconds: Int64, owner: String) throws(StoreError) -> [Delivery] {
-        try withConnection { (db) throws(StoreError) in
-            try db.query(
+    public func claimDue(now: Int64, limit: Int, leaseMilliseconds: Int64, owner: String) async throws(StoreError) -> [Delivery] {
+        try await withConnection { (db) async throws(StoreError) in
+            try await db.query(
                 """
                 UPDATE deliveries SET next_attempt_at_ms = $2, lease_owner = $4
                 WHERE state = 'pending' AND next_attempt_at_ms <= $1 AND (event_id, token) IN (
@@ -142,9 +142,9 @@ extension CloudStore {
     /// (it crashed) are due now instead of when their lease runs out. Only `owner`'s leases:
     /// another live process's stay its own. Returns how many.
     @discardableResult
-    public func reclaimLeases(owner: String, now: Int64) throws(StoreError) -> Int {
-        try withConnection { (db) throws(StoreError) in
-            try db.query(
+    public func reclaimLeases(owner: String, now: Int64) async throws(StoreError) -> Int {
+        try await withConnection { (db) async throws(StoreError) in
+            try await db.query(
                 """
                 UPDATE deliveries SET next_attempt_at_ms = $2, lease_owner = NULL
                 WHERE state = 'pending' AND lease_owner = $1 AND next_attempt_at_ms > $2
@@ -154,12 +154,12 @@ extension CloudStore {
 
     /// Claimed pushes this process will not send after all (it is stopping): due now, for the
     /// next process, instead of when their lease runs out.
-    public func releaseLeases(_ deliveries: [Delivery], owner: String, now: Int64) throws(StoreError) {
+    public func releaseLeases(_ deliveries: [Delivery], owner: String, now: Int64) async throws(StoreError) {
         guard !deliveries.isEmpty else { return }
-        try withConnection { (db) throws(StoreError) in
-            try db.transaction("release \(deliveries.count) leases") { () throws(StoreError) in
+        try await withConnection { (db) async throws(StoreError) in
+            try await db.transaction("release \(deliveries.count) leases") { () async throws(StoreError) in
                 for delivery in deliveries {
-                    try db.query(
+                    try await db.query(
                         """
                         UPDATE deliveries SET next_attempt_at_ms = $3, lease_owner = NULL
                         WHERE event_id = $1 AND token = $2 AND state = 'pending' AND lease_owner = $4
@@ -171,25 +171,25 @@ extension CloudStore {
     }
 
     /// When the earliest pending delivery is due, or nil when none is pending.
-    public func nextDueTime() throws(StoreError) -> Int64? {
-        try withConnection { (db) throws(StoreError) in
-            try db.query("SELECT MIN(next_attempt_at_ms) FROM deliveries WHERE state = 'pending'", [],
+    public func nextDueTime() async throws(StoreError) -> Int64? {
+        try await withConnection { (db) async throws(StoreError) in
+            try await db.query("SELECT MIN(next_attempt_at_ms) FROM deliveries WHERE state = 'pending'", [],
                          operation: "read next due time").rows.first?.integer(0)
         }
     }
 
-    public func deliveries(eventID: String) throws(StoreError) -> [Delivery] {
-        try withConnection { (db) throws(StoreError) in
-            try db.query("SELECT \(Self.deliveryColumns) FROM deliveries WHERE event_id = $1 ORDER BY account_id, token",
+    public func deliveries(eventID: String) async throws(StoreError) -> [Delivery] {
+        try await withConnection { (db) async throws(StoreError) in
+            try await db.query("SELECT \(Self.deliveryColumns) FROM deliveries WHERE event_id = $1 ORDER BY account_id, token",
                          [.text(eventID)], operation: "list deliveries").rows.compactMap(Self.delivery)
         }
     }
 
     /// Counts by state, for `/healthz` and the status line.
-    public func deliveryCounts() throws(StoreError) -> [DeliveryState: Int64] {
-        try withConnection { (db) throws(StoreError) in
+    public func deliveryCounts() async throws(StoreError) -> [DeliveryState: Int64] {
+        try await withConnection { (db) async throws(StoreError) in
             var counts: [DeliveryState: Int64] = [:]
-            for row in try db.query("SELECT state, COUNT(*) FROM deliveries GROUP BY state", [],
+            for row in try await db.query("SELECT state, COUNT(*) FROM deliveries GROUP BY state", [],
                                     operation: "count deliveries").rows {
                 if let state = row.text(0).flatMap(DeliveryState.init(rawValue:)) { counts[state] = row.integer(1) ?? 0 }
             }
@@ -219,20 +219,20 @@ extension CloudStore {
 
     /// Records one attempt's outcome in one transaction.
     @discardableResult
-    public func record(_ outcome: Outcome, for delivery: Delivery, now: Int64) throws(StoreError) -> TokenEffect {
-        try record([(outcome, delivery)], now: now)[0]
+    public func record(_ outcome: Outcome, for delivery: Delivery, now: Int64) async throws(StoreError) -> TokenEffect {
+        try await record([(outcome, delivery)], now: now)[0]
     }
 
     /// Records several outcomes in one transaction: one fsync for a group of pushes instead of
     /// one each, which is what lets the fan-out keep up with APNs.
-    public func record(_ outcomes: [(Outcome, Delivery)], now: Int64) throws(StoreError) -> [TokenEffect] {
+    public func record(_ outcomes: [(Outcome, Delivery)], now: Int64) async throws(StoreError) -> [TokenEffect] {
         guard !outcomes.isEmpty else { return [] }
-        return try withConnection { (db) throws(StoreError) -> [TokenEffect] in
-            try db.transaction("record \(outcomes.count) push outcomes") { () throws(StoreError) -> [TokenEffect] in
+        return try await withConnection { (db) async throws(StoreError) -> [TokenEffect] in
+            try await db.transaction("record \(outcomes.count) push outcomes") { () async throws(StoreError) -> [TokenEffect] in
                 var effects: [TokenEffect] = []
                 effects.reserveCapacity(outcomes.count)
                 for (outcome, delivery) in outcomes {
-                    effects.append(try Self.record(outcome, for: delivery, now: now, db))
+                    effects.append(try await Self.record(outcome, for: delivery, now: now, db))
                 }
                 return effects
             }
@@ -240,9 +240,9 @@ extension CloudStore {
     }
 
     private static func record(_ outcome: Outcome, for delivery: Delivery, now: Int64,
-                               _ db: any SQLConnection) throws(StoreError) -> TokenEffect {
-        func update(_ state: DeliveryState, status: Int64?, reason: String?, next: Int64? = nil) throws(StoreError) {
-            try db.query(
+                               _ db: any SQLConnection) async throws(StoreError) -> TokenEffect {
+        func update(_ state: DeliveryState, status: Int64?, reason: String?, next: Int64? = nil) async throws(StoreError) {
+            try await db.query(
                 """
                 UPDATE deliveries SET state = $3, attempts = attempts + 1, last_status = $4, last_reason = $5,
                     next_attempt_at_ms = COALESCE($6, next_attempt_at_ms), updated_at_ms = $7, lease_owner = NULL
@@ -254,31 +254,31 @@ extension CloudStore {
         }
         switch outcome {
         case .delivered:
-            try update(.delivered, status: 200, reason: nil)
+            try await update(.delivered, status: 200, reason: nil)
             return .none
         case .unregistered(let reason, let timestamp):
-            try update(.unregistered, status: 410, reason: reason)
+            try await update(.unregistered, status: 410, reason: reason)
             // A phone that registered the token again after APNs saw it die has the app back.
-            let pruned = try db.query(
+            let pruned = try await db.query(
                 "DELETE FROM phones WHERE token = $1 AND registered_at_ms <= $2",
                 [.text(delivery.token), .integer(timestamp)], operation: "prune token").changes
             return pruned > 0 ? .pruned : .kept
         case .badDeviceToken:
-            try update(.failed, status: 400, reason: "BadDeviceToken")
-            try db.query("UPDATE phones SET bad_token_count = bad_token_count + 1 WHERE token = $1",
+            try await update(.failed, status: 400, reason: "BadDeviceToken")
+            try await db.query("UPDATE phones SET bad_token_count = bad_token_count + 1 WHERE token = $1",
                          [.text(delivery.token)], operation: "flag token")
-            let pruned = try db.query("DELETE FROM phones WHERE token = $1 AND bad_token_count >= 2",
+            let pruned = try await db.query("DELETE FROM phones WHERE token = $1 AND bad_token_count >= 2",
                                       [.text(delivery.token)], operation: "prune token").changes
             return pruned > 0 ? .pruned : .flagged
         case .retry(let status, let reason, let at):
             if at > delivery.expiresAtMilliseconds {
-                try update(.expired, status: status, reason: reason)
+                try await update(.expired, status: status, reason: reason)
             } else {
-                try update(.pending, status: status, reason: reason, next: at)
+                try await update(.pending, status: status, reason: reason, next: at)
             }
             return .none
         case .failed(let status, let reason):
-            try update(.failed, status: status, reason: reason)
+            try await update(.failed, status: status, reason: reason)
             return .none
         }
     }
@@ -286,16 +286,16 @@ extension CloudStore {
 
 extension CloudStore {
     /// All stored events, ordered by gateway and sequence.
-    public func allEvents() throws(StoreError) -> [StoredEvent] {
-        try withConnection { (db) throws(StoreError) in
-            try db.query("SELECT \(EventRows.columns) FROM events ORDER BY gateway_id, sequence, received_at_ms", [],
+    public func allEvents() async throws(StoreError) -> [StoredEvent] {
+        try await withConnection { (db) async throws(StoreError) in
+            try await db.query("SELECT \(EventRows.columns) FROM events ORDER BY gateway_id, sequence, received_at_ms", [],
                          operation: "list events").rows.map(EventRows.event)
         }
     }
 
-    public func event(id: String) throws(StoreError) -> StoredEvent? {
-        try withConnection { (db) throws(StoreError) in
-            try db.query("SELECT \(EventRows.columns) FROM events WHERE id = $1", [.text(id)], operation: "read event")
+    public func event(id: String) async throws(StoreError) -> StoredEvent? {
+        try await withConnection { (db) async throws(StoreError) in
+            try await db.query("SELECT \(EventRows.columns) FROM events WHERE id = $1", [.text(id)], operation: "read event")
                 .rows.first.map(EventRows.event)
         }
     }

@@ -1,5 +1,4 @@
 import CloudCore
-import Synchronization
 
 /// The receiver's durable event table. Deduplicates by event id: the id is the primary key and
 /// inserts are `ON CONFLICT DO NOTHING`, so two concurrent deliveries of one event store it
@@ -10,34 +9,31 @@ public final class EventStore: Sendable {
         case duplicate
     }
 
-    private let connection: Mutex<any SQLConnection>
+    private let database: any SQLDatabase
 
     /// Opens (creating if missing) the SQLite database at `path` and brings its schema up to date.
-    public convenience init(path: String) throws(StoreError) {
-        try self.init(connection: SQLiteConnection(path: path))
+    public convenience init(path: String) async throws(StoreError) {
+        try await self.init(database: SQLiteConnection(path: path))
     }
 
-    public init(connection: sending any SQLConnection) throws(StoreError) {
-        try CloudSchema.migrate(connection)
-        self.connection = Mutex(connection)
+    public init(database: any SQLDatabase) async throws(StoreError) {
+        try await CloudSchema.migrate(database)
+        self.database = database
     }
 
     /// Stores `event` unless an event with the same id is already stored. Durable on return.
-    public func insert(_ event: StoredEvent) throws(StoreError) -> InsertResult {
-        let changes = try connection.withLock { (db) throws(StoreError) -> Int in
-            try db.query(EventRows.insert, EventRows.parameters(event), operation: "insert event \(event.id)").changes
-        }
+    public func insert(_ event: StoredEvent) async throws(StoreError) -> InsertResult {
+        let changes = try await database.query(EventRows.insert, EventRows.parameters(event),
+                                               operation: "insert event \(event.id)").changes
         return changes == 0 ? .duplicate : .inserted
     }
 
     /// All stored events, ordered by gateway and sequence.
-    public func allEvents() throws(StoreError) -> [StoredEvent] {
-        try connection.withLock { (db) throws(StoreError) -> [StoredEvent] in
-            try db.query(
-                "SELECT \(EventRows.columns) FROM events ORDER BY gateway_id, sequence, received_at_ms",
-                [], operation: "list events"
-            ).rows.map(EventRows.event)
-        }
+    public func allEvents() async throws(StoreError) -> [StoredEvent] {
+        try await database.query(
+            "SELECT \(EventRows.columns) FROM events ORDER BY gateway_id, sequence, received_at_ms",
+            [], operation: "list events"
+        ).rows.map(EventRows.event)
     }
 }
 

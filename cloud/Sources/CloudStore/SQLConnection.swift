@@ -37,34 +37,72 @@ public struct SQLRow: Sendable {
     }
 }
 
-/// One connection to the database (SQLite file or PostgreSQL server). Not thread-safe: the
-/// stores serialize access with a mutex, which also makes `BEGIN`…`COMMIT` blocks atomic; that
-/// mutex is why implementations may be `@unchecked Sendable`.
-public protocol SQLConnection: AnyObject, Sendable {
+/// One session with the database: statements run in order on it, and `BEGIN`…`COMMIT` on it
+/// is one transaction. Every call is `async` and none blocks a thread Swift concurrency or NIO
+/// runs requests on: PostgreSQL goes over NIO (postgres-nio), SQLite runs on a thread of its own.
+public protocol SQLConnection: Sendable {
     /// Which backend, for messages: "SQLite" or "PostgreSQL".
     var backend: String { get }
 
     /// Runs one statement with `$N` parameters.
     @discardableResult
-    func query(_ sql: String, _ parameters: [SQLValue], operation: String) throws(StoreError) -> SQLResult
+    func query(_ sql: String, _ parameters: [SQLValue], operation: String) async throws(StoreError) -> SQLResult
 
-    /// Runs a script of statements without parameters (schema creation).
-    func execute(script: String, operation: String) throws(StoreError)
+    /// Runs a script of statements without parameters (schema creation). Statements end with `;`
+    /// at the end of a line.
+    func execute(script: String, operation: String) async throws(StoreError)
 }
 
 extension SQLConnection {
     /// Runs `body` between BEGIN and COMMIT; rolls back when it throws.
     public func transaction<T>(
-        _ operation: String, _ body: () throws(StoreError) -> T
-    ) throws(StoreError) -> T {
-        try query("BEGIN", [], operation: "\(operation): begin")
+        _ operation: String, _ body: () async throws(StoreError) -> T
+    ) async throws(StoreError) -> T {
+        try await query("BEGIN", [], operation: "\(operation): begin")
         do {
-            let value = try body()
-            try query("COMMIT", [], operation: "\(operation): commit")
+            let value = try await body()
+            try await query("COMMIT", [], operation: "\(operation): commit")
             return value
         } catch {
-            _ = try? query("ROLLBACK", [], operation: "\(operation): rollback")
+            _ = try? await query("ROLLBACK", [], operation: "\(operation): rollback")
             throw error
         }
+    }
+}
+
+/// A database the stores share among concurrent requests. A single statement runs on any
+/// session (`query`); `withConnection` holds one session for a sequence that must not
+/// interleave with others (a transaction). PostgreSQL: a pool of sessions, so an ingest never
+/// waits for the fan-out's statements; SQLite: its one session, taken in turn (FIFO).
+public protocol SQLDatabase: SQLConnection {
+    func withConnection<T: Sendable>(
+        _ body: (any SQLConnection) async throws(StoreError) -> T
+    ) async throws(StoreError) -> T
+
+    /// Closes the sessions; statements after this fail.
+    func close() async
+}
+
+extension SQLDatabase {
+    /// Runs `body` in one transaction on one session, which it gets as its argument.
+    public func withTransaction<T: Sendable>(
+        _ operation: String, _ body: (any SQLConnection) async throws(StoreError) -> T
+    ) async throws(StoreError) -> T {
+        try await withConnection { (db) async throws(StoreError) -> T in
+            try await db.transaction(operation) { () async throws(StoreError) -> T in try await body(db) }
+        }
+    }
+}
+
+extension String {
+    /// A script's statements: each ends with `;` at the end of a line (schema scripts put no
+    /// `;` inside a line's literals).
+    var sqlStatements: [String] {
+        var statements = [""]
+        for line in split(separator: "\n").map(String.init) {
+            statements[statements.count - 1] += line + "\n"
+            if line.trimmingSpaces.hasSuffix(";") { statements.append("") }
+        }
+        return statements.map(\.trimmingSpaces).filter { !$0.isEmpty }
     }
 }

@@ -1,14 +1,24 @@
 import CSQLite
+import Foundation
+import Synchronization
 
 /// SQLITE_TRANSIENT: SQLite copies bound text before `bind` returns.
 private let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
 
-/// A thin owner of one `sqlite3*` handle, in WAL mode with `synchronous=FULL` (a row is on disk
-/// when the statement returns). Not thread-safe: the stores serialize access.
-public final class SQLiteConnection: SQLConnection, @unchecked Sendable {
+/// A SQLite file: one `sqlite3*` handle, in WAL mode with `synchronous=FULL` (a row is on disk
+/// when the statement returns). Sessions (`withConnection`, a transaction, a lone statement) take
+/// the handle in turn, and each runs whole on a thread of the connection's own (a task executor):
+/// a write's fsync never holds a thread that serves requests or NIO's event loops, and a
+/// transaction's statements run back to back there instead of hopping threads between them.
+/// `@unchecked Sendable`: the handle is used by one session at a time (`turns`).
+public final class SQLiteConnection: SQLDatabase, @unchecked Sendable {
     private let handle: OpaquePointer
+    private let thread: DedicatedThreadExecutor
+    private let turns = TurnGate()
     public var backend: String { "SQLite" }
 
+    /// Opens (creating it if missing) the file; blocks the caller for the open, so call it at
+    /// start, not while serving.
     public init(path: String) throws(StoreError) {
         var db: OpaquePointer?
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
@@ -19,23 +29,58 @@ public final class SQLiteConnection: SQLConnection, @unchecked Sendable {
             throw StoreError(operation: "open \(path)", code: rc, message: message)
         }
         handle = db
+        thread = DedicatedThreadExecutor(name: "sqlite")
         sqlite3_extended_result_codes(db, 1)
-        try query("PRAGMA journal_mode=WAL", [], operation: "enable WAL")
-        try execute(script: "PRAGMA synchronous=FULL; PRAGMA busy_timeout=5000; PRAGMA foreign_keys=ON;",
-                    operation: "configure")
+        try runQuery("PRAGMA journal_mode=WAL", [], operation: "enable WAL")
+        try runScript("PRAGMA synchronous=FULL; PRAGMA busy_timeout=5000; PRAGMA foreign_keys=ON;", operation: "configure")
     }
 
     deinit {
+        thread.stop()
         sqlite3_close_v2(handle)
     }
 
-    public func execute(script: String, operation: String) throws(StoreError) {
+    public func execute(script: String, operation: String) async throws(StoreError) {
+        try await withConnection { (db) async throws(StoreError) in try await db.execute(script: script, operation: operation) }
+    }
+
+    @discardableResult
+    public func query(_ sql: String, _ parameters: [SQLValue], operation: String) async throws(StoreError) -> SQLResult {
+        try await withConnection { (db) async throws(StoreError) in try await db.query(sql, parameters, operation: operation) }
+    }
+
+    public func withConnection<T: Sendable>(
+        _ body: (any SQLConnection) async throws(StoreError) -> T
+    ) async throws(StoreError) -> T {
+        try await withTaskExecutorPreference(thread) { () async throws(StoreError) -> T in
+            try await turns.take { () async throws(StoreError) -> T in try await body(Session(owner: self)) }
+        }
+    }
+
+    public func close() async {}
+
+    /// The handle while the caller has its turn. Its calls do not suspend: they run on the thread
+    /// the session runs on, the connection's own.
+    private struct Session: SQLConnection {
+        let owner: SQLiteConnection
+        var backend: String { "SQLite" }
+
+        func query(_ sql: String, _ parameters: [SQLValue], operation: String) async throws(StoreError) -> SQLResult {
+            try owner.runQuery(sql, parameters, operation: operation)
+        }
+
+        func execute(script: String, operation: String) async throws(StoreError) {
+            try owner.runScript(script, operation: operation)
+        }
+    }
+
+    private func runScript(_ script: String, operation: String) throws(StoreError) {
         let rc = sqlite3_exec(handle, script, nil, nil, nil)
         guard rc == SQLITE_OK else { throw error(operation, rc) }
     }
 
     @discardableResult
-    public func query(_ sql: String, _ parameters: [SQLValue], operation: String) throws(StoreError) -> SQLResult {
+    private func runQuery(_ sql: String, _ parameters: [SQLValue], operation: String) throws(StoreError) -> SQLResult {
         var statement: OpaquePointer?
         let prepared = sqlite3_prepare_v2(handle, sql, -1, &statement, nil)
         guard prepared == SQLITE_OK, let statement else { throw error(operation, prepared) }
@@ -91,5 +136,82 @@ public final class SQLiteConnection: SQLConnection, @unchecked Sendable {
 
     private func error(_ operation: String, _ code: Int32) -> StoreError {
         StoreError(operation: operation, code: code, message: String(cString: sqlite3_errmsg(handle)))
+    }
+}
+
+/// Hands out turns in arrival order, without holding a thread while waiting (an async mutex).
+final class TurnGate: Sendable {
+    private struct State {
+        var busy = false
+        var waiting: [CheckedContinuation<Void, Never>] = []
+    }
+
+    private let state = Mutex(State())
+
+    func take<T>(_ body: () async throws(StoreError) -> T) async throws(StoreError) -> T {
+        await withCheckedContinuation { (turn: CheckedContinuation<Void, Never>) in
+            let now = state.withLock { state -> Bool in
+                if state.busy {
+                    state.waiting.append(turn)
+                    return false
+                }
+                state.busy = true
+                return true
+            }
+            if now { turn.resume() }
+        }
+        defer {
+            let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
+                if state.waiting.isEmpty {
+                    state.busy = false
+                    return nil
+                }
+                return state.waiting.removeFirst()
+            }
+            next?.resume()
+        }
+        return try await body()
+    }
+}
+
+/// A thread of its own that runs the jobs of the tasks that prefer it, in arrival order.
+final class DedicatedThreadExecutor: TaskExecutor, @unchecked Sendable {
+    private let condition = NSCondition()
+    /// Guarded by `condition`.
+    private var jobs: [UnownedJob] = []
+    private var stopping = false
+
+    init(name: String) {
+        let thread = Thread { [self] in run() }
+        thread.name = name
+        thread.start()
+    }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        condition.lock()
+        jobs.append(job)
+        condition.signal()
+        condition.unlock()
+    }
+
+    /// Ends the thread once the jobs queued so far have run.
+    func stop() {
+        condition.lock()
+        stopping = true
+        condition.signal()
+        condition.unlock()
+    }
+
+    private func run() {
+        while true {
+            condition.lock()
+            while jobs.isEmpty && !stopping { condition.wait() }
+            let batch = jobs
+            jobs.removeAll(keepingCapacity: true)
+            condition.unlock()
+            if batch.isEmpty { return }
+            for job in batch { job.runSynchronously(on: asUnownedTaskExecutor()) }
+        }
     }
 }

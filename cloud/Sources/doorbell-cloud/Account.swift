@@ -3,13 +3,13 @@ import CloudCore
 import CloudStore
 import Foundation
 
-struct AccountCommand: ParsableCommand {
+struct AccountCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "account",
         abstract: "Manage accounts directly in the database (for operators without an admin token).",
         subcommands: [Create.self])
 
-    struct Create: ParsableCommand {
+    struct Create: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Create an account and print {\"id\":…,\"name\":…,\"token\":…}; the token is shown only once.")
 
@@ -19,15 +19,16 @@ struct AccountCommand: ParsableCommand {
         @Option(help: "A name for the account (shown to the owners who share with it).")
         var name: String
 
-        func run() throws {
+        func run() async throws {
             let store: CloudStore
             do {
-                store = try CloudStore(url: db)
+                store = try await CloudStore(url: db)
             } catch {
                 throw CLIError("--db \(db): \(error)")
             }
             let now = Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
-            let (account, token) = try store.createAccount(name: name, now: now)
+            let (account, token) = try await store.createAccount(name: name, now: now)
+            await store.close()
             print(JSONText.object(["id": .string(account.id), "name": .string(account.name), "token": .string(token)]))
         }
     }

@@ -2,7 +2,7 @@ import ArgumentParser
 import CloudStore
 import Foundation
 
-struct Events: ParsableCommand {
+struct Events: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Print the stored events as JSON lines, ordered by gateway and sequence.",
         discussion: """
@@ -13,13 +13,15 @@ struct Events: ParsableCommand {
     @Option(help: ArgumentHelp("The database `serve` uses: a SQLite file, or a postgres:// URL.", valueName: "path|url"))
     var db: String
 
-    func run() throws {
+    func run() async throws {
         if !db.contains("://"), !FileManager.default.fileExists(atPath: db) {
             throw CLIError("--db \(db): no such file (start `doorbell-cloud serve --db \(db)` first)")
         }
         let events: [StoredEvent]
         do {
-            events = try CloudStore(url: db).allEvents()
+            let store = try await CloudStore(url: db)
+            events = try await store.allEvents()
+            await store.close()
         } catch {
             throw CLIError("--db \(db): \(error)")
         }

@@ -142,7 +142,7 @@ struct Serve: AsyncParsableCommand {
         let adminToken = try adminTokenFile.map { try KeyFiles.text($0, option: "--admin-token-file") }
         let store: CloudStore
         do {
-            store = try CloudStore(url: db)
+            store = try await CloudStore(url: db)
         } catch {
             throw CLIError("--db \(db): \(error)")
         }
@@ -211,8 +211,10 @@ struct Serve: AsyncParsableCommand {
             try await ServiceGroup(configuration: configuration).run()
         } catch {
             await client?.shutdown()
+            await store.close()
             throw error
         }
         await client?.shutdown()
+        await store.close()
     }
 }

@@ -25,12 +25,12 @@ final class CapturedLines: Sendable {
     let store: CloudStore
     let directory: URL
 
-    init() throws {
+    init() async throws {
         secret = try WebhookSecret(parsing: "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD")
         directory = FileManager.default.temporaryDirectory
             .appendingPathComponent("doorbell-cloud-server-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        store = try CloudStore(url: directory.appendingPathComponent("events.sqlite").path)
+        store = try await CloudStore(url: directory.appendingPathComponent("events.sqlite").path)
     }
 
     deinit {
@@ -92,7 +92,7 @@ final class CapturedLines: Sendable {
             #"EVENT {"id":"\#(id)","sequence":1,"type":"doorbell.pressed","gateway_id":"gw-0001","device":"front-door","occurred_at":"2026-11-22T14:03:07.123456Z","verified":["v1","v1a"]}"#,
             "DUPLICATE \(id)",
         ])
-        let stored = try store.allEvents()
+        let stored = try await store.allEvents()
         #expect(stored.count == 1)
         #expect(stored.first?.body == body)
         #expect(stored.first?.verified == ["v1", "v1a"])
@@ -113,7 +113,7 @@ final class CapturedLines: Sendable {
         }
         #expect(lines.all.count == 2)
         #expect(lines.all.allSatisfy { $0.hasPrefix("REJECTED bad_signature id=e1 ") })
-        #expect(try store.allEvents().isEmpty)
+        #expect(try await store.allEvents().isEmpty)
     }
 
     @Test func staleTimestampIs401() async throws {

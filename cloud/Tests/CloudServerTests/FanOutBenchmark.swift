@@ -15,17 +15,17 @@ import Testing
                              "a benchmark: scripts/bench.sh sets DOORBELL_FANOUT_BENCH"))
 final class FanOutBenchmark: Sendable {
     func rate(pushes: Int, concurrency: Int) async throws -> Double {
-        let outer = try FanOutTests()
+        let outer = try await FanOutTests()
         let tokens = (0..<pushes).map { _ in randomDeviceToken() }
         let apns = try APNsTestServer(script: ["default": ["status": 200]])
-        let cloud = try outer.cloud(apns, concurrency: concurrency)
+        let cloud = try await outer.cloud(apns, concurrency: concurrency)
         let eventID = "019ab2c4-5d6e-7f80-9a1b-\(String(format: "%012x", concurrency))"
         let seconds = try await cloud.app.test(.router) { client -> Double in
             let owner = try await outer.household(client, guests: 0)[0]
             let now = Int64(Date().timeIntervalSince1970 * 1000)
             for token in tokens {
-                try cloud.store.registerPhone(token: token, accountID: owner.id, environment: .sandbox,
-                                              bundleID: APNsTestServer.topic, now: now)
+                try await cloud.store.registerPhone(token: token, accountID: owner.id, environment: .sandbox,
+                                                    bundleID: APNsTestServer.topic, now: now)
             }
             #expect(try await outer.press(client, id: eventID).1["pushes"] as? Int == pushes)
             let start = ContinuousClock.now

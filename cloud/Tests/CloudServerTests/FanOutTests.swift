@@ -26,20 +26,30 @@ enum StoreBackend: String, Sendable, CustomTestStringConvertible {
 
     /// A fresh, empty store, what removes it afterwards, and how to open a second connection to
     /// it (as a second `serve` process would).
-    func make(in directory: URL) throws -> (CloudStore, cleanup: @Sendable () -> Void, another: @Sendable () throws -> CloudStore) {
+    func make(in directory: URL) async throws
+        -> (CloudStore, cleanup: @Sendable () -> Void, another: @Sendable () async throws -> CloudStore) {
         switch self {
         case .sqlite:
             let path = directory.appendingPathComponent("cloud-\(UUID().uuidString).sqlite").path
-            return (try CloudStore(url: path), {}, { try CloudStore(url: path) })
+            return (try await CloudStore(url: path), {}, { try await CloudStore(url: path) })
         case .postgres:
             let base = try #require(ProcessInfo.processInfo.environment["DOORBELL_CLOUD_TEST_POSTGRES"])
             let schema = "fanout_" + String(UInt64.random(in: 0...UInt64.max), radix: 16)
-            let admin = try PostgresConnection(conninfo: base)
-            try admin.execute(script: "CREATE SCHEMA \(schema)", operation: "create test schema")
+            let admin = try await PostgresPool.open(conninfo: base)
+            try await admin.execute(script: "CREATE SCHEMA \(schema)", operation: "create test schema")
             let conninfo = base + " options='-csearch_path=\(schema)'"
-            let store = try CloudStore(connection: PostgresConnection(conninfo: conninfo))
-            return (store, { try? admin.execute(script: "DROP SCHEMA \(schema) CASCADE", operation: "drop test schema") },
-                    { try CloudStore(connection: PostgresConnection(conninfo: conninfo)) })
+            let store = try await CloudStore(database: PostgresPool.open(conninfo: conninfo))
+            // Run from deinit, which cannot await: waits (at most 10 s) for the drop.
+            let cleanup: @Sendable () -> Void = {
+                let done = DispatchSemaphore(value: 0)
+                Task.detached {
+                    try? await admin.execute(script: "DROP SCHEMA \(schema) CASCADE", operation: "drop test schema")
+                    await admin.close()
+                    done.signal()
+                }
+                _ = done.wait(timeout: .now() + 10)
+            }
+            return (store, cleanup, { try await CloudStore(database: PostgresPool.open(conninfo: conninfo)) })
         }
     }
 }
@@ -52,7 +62,7 @@ enum StoreBackend: String, Sendable, CustomTestStringConvertible {
     /// PUSH lines, as `doorbell-cloud serve` prints them.
     let lines = CapturedLines()
 
-    init() throws {
+    init() async throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("fanout-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     }
@@ -71,7 +81,7 @@ enum StoreBackend: String, Sendable, CustomTestStringConvertible {
         let fanOut: FanOut
         let client: APNsClient
         let store: CloudStore
-        let another: @Sendable () throws -> CloudStore
+        let another: @Sendable () async throws -> CloudStore
     }
 
     func apnsSettings(_ apns: APNsTestServer, concurrency: Int) throws -> APNsSettings {
@@ -85,8 +95,8 @@ enum StoreBackend: String, Sendable, CustomTestStringConvertible {
         return settings
     }
 
-    func cloud(_ apns: APNsTestServer, backend: StoreBackend = .sqlite, concurrency: Int = 50) throws -> Cloud {
-        let (store, cleanup, another) = try backend.make(in: directory)
+    func cloud(_ apns: APNsTestServer, backend: StoreBackend = .sqlite, concurrency: Int = 50) async throws -> Cloud {
+        let (store, cleanup, another) = try await backend.make(in: directory)
         cleanups.withLock { $0.append(cleanup) }
         let client = try APNsClient(settings: apnsSettings(apns, concurrency: concurrency), logger: logger)
         let lines = self.lines
@@ -171,12 +181,12 @@ enum StoreBackend: String, Sendable, CustomTestStringConvertible {
     }
 
     /// Polls `condition` every 100 ms until it holds or `seconds` pass; whether it held.
-    func eventuallyAsync(_ seconds: Int, _ condition: () throws -> Bool) async throws -> Bool {
+    func eventuallyAsync(_ seconds: Int, _ condition: () async throws -> Bool) async throws -> Bool {
         for _ in 0..<(seconds * 10) {
-            if try condition() { return true }
+            if try await condition() { return true }
             try await Task.sleep(for: .milliseconds(100))
         }
-        return try condition()
+        return try await condition()
     }
 
     /// The event a logged APNs request was about (from its payload).
@@ -187,12 +197,12 @@ enum StoreBackend: String, Sendable, CustomTestStringConvertible {
     /// Waits (at most 60 s) until no delivery of `eventID` is pending.
     func settled(_ eventID: String, _ store: CloudStore) async throws -> [Delivery] {
         for _ in 0..<600 {
-            let rows = try store.deliveries(eventID: eventID)
+            let rows = try await store.deliveries(eventID: eventID)
             if !rows.isEmpty, !rows.contains(where: { $0.state == .pending }) { return rows }
             try await Task.sleep(for: .milliseconds(100))
         }
         Issue.record("deliveries of \(eventID) still pending after 60 s")
-        return try store.deliveries(eventID: eventID)
+        return try await store.deliveries(eventID: eventID)
     }
 
     func withFanOut<T>(_ cloud: Cloud, _ body: () async throws -> T) async throws -> T {
@@ -217,7 +227,7 @@ enum StoreBackend: String, Sendable, CustomTestStringConvertible {
         var scripted: [String: Any] = [:]
         for token in dead { scripted[token] = [["status": 410, "reason": "Unregistered", "timestamp_ms": "now"]] }
         let apns = try APNsTestServer(script: ["tokens": scripted, "default": ["status": 200]])
-        let cloud = try cloud(apns, backend: backend)
+        let cloud = try await cloud(apns, backend: backend)
         let eventID = "019ab2c4-5d6e-7f80-9a1b-2c3d4e5f6a7b"
 
         try await withFanOut(cloud) {
@@ -259,7 +269,9 @@ enum StoreBackend: String, Sendable, CustomTestStringConvertible {
         #expect(requests.count == 200, "no push was sent twice: \(requests.count) requests")
         var remaining = 0
         for tokens in tokensByAccount {
-            for token in tokens where try cloud.store.phone(token: token) != nil { remaining += 1 }
+            for token in tokens {
+                if try await cloud.store.phone(token: token) != nil { remaining += 1 }
+            }
         }
         #expect(remaining == 180, "the 20 dead tokens are pruned")
         let pushLines = lines.all.filter { $0.hasPrefix("PUSH \(eventID) ") }
@@ -296,7 +308,7 @@ enum StoreBackend: String, Sendable, CustomTestStringConvertible {
     func aProviderTokenRejectedMidFanOutIsReplacedOnce(backend: StoreBackend) async throws {
         let tokens = (0..<200).map { _ in randomDeviceToken() }
         let apns = try APNsTestServer(script: ["default": ["status": 200], "reject_first_jwt_after": 20])
-        let cloud = try cloud(apns, backend: backend, concurrency: 50)
+        let cloud = try await cloud(apns, backend: backend, concurrency: 50)
         let eventID = "019ab2c4-5d6e-7f80-9a1b-2c3d4e5f6a40"
         try await withFanOut(cloud) {
             try await cloud.app.test(.router) { client in
@@ -333,7 +345,7 @@ enum StoreBackend: String, Sendable, CustomTestStringConvertible {
         var settings = try apnsSettings(apns, concurrency: 20)
         settings.key = APNsSigningKey(privateKey: P256.Signing.PrivateKey(), teamID: APNsTestServer.teamID,
                                       keyID: APNsTestServer.keyID)
-        let (store, cleanup, _) = try StoreBackend.sqlite.make(in: directory)
+        let (store, cleanup, _) = try await StoreBackend.sqlite.make(in: directory)
         cleanups.withLock { $0.append(cleanup) }
         let client = try APNsClient(settings: settings, logger: logger)
         let fanOut = FanOut(store: store, client: client, logger: logger, clock: WallClock.system.millisecondsSinceEpoch,
@@ -348,7 +360,7 @@ enum StoreBackend: String, Sendable, CustomTestStringConvertible {
             for token in tokens { try await register(client, token, account: owner.token) }
             #expect(try await press(client, id: eventID).1["pushes"] as? Int == 60)
             let held = try await eventuallyAsync(30) {
-                try store.deliveries(eventID: eventID).allSatisfy { $0.attempts >= 1 }
+                try await store.deliveries(eventID: eventID).allSatisfy { $0.attempts >= 1 }
             }
             #expect(held, "every push attempted once")
             let health = try await call(client, .get, "/healthz", token: nil).1
@@ -358,7 +370,7 @@ enum StoreBackend: String, Sendable, CustomTestStringConvertible {
         runner.cancel()
         await runner.value
         await client.shutdown()
-        let rows = try store.deliveries(eventID: eventID)
+        let rows = try await store.deliveries(eventID: eventID)
         let inNineteenMinutes = Int64(Date().timeIntervalSince1970 * 1000) + 19 * 60_000
         #expect(rows.allSatisfy { $0.state == .pending && $0.nextAttemptAtMilliseconds > inNineteenMinutes },
                 "held until the next token may be signed")
@@ -373,7 +385,7 @@ enum StoreBackend: String, Sendable, CustomTestStringConvertible {
         let apns = try APNsTestServer(script: [
             "default": ["status": 200], "goaway_after_streams": 30, "goaway_connections": 1, "delay_ms": 20,
         ])
-        let cloud = try cloud(apns, concurrency: 50)
+        let cloud = try await cloud(apns, concurrency: 50)
         let eventID = "019ab2c4-5d6e-7f80-9a1b-2c3d4e5f6a01"
         try await withFanOut(cloud) {
             try await cloud.app.test(.router) { client in
@@ -403,7 +415,7 @@ enum StoreBackend: String, Sendable, CustomTestStringConvertible {
         let notForTopic = randomDeviceToken()
         let healthy = (0..<10).map { _ in randomDeviceToken() }
         let apns = try APNsTestServer(script: ["tokens": [:], "default": ["status": 200]])
-        let cloud = try cloud(apns, backend: backend)
+        let cloud = try await cloud(apns, backend: backend)
         let first = "019ab2c4-5d6e-7f80-9a1b-2c3d4e5f6a02"
         try await withFanOut(cloud) {
             try await cloud.app.test(.router) { client in
@@ -412,7 +424,7 @@ enum StoreBackend: String, Sendable, CustomTestStringConvertible {
                     try await register(client, token, account: owner.token)
                 }
                 // APNs saw the token die just before the phone registered it again.
-                let registeredAt = try #require(try cloud.store.phone(token: reRegistered)).registeredAtMilliseconds
+                let registeredAt = try #require(try await cloud.store.phone(token: reRegistered)).registeredAtMilliseconds
                 try apns.setScript([
                     "tokens": [
                         reRegistered: [["status": 410, "reason": "Unregistered", "timestamp_ms": registeredAt - 1]],
@@ -430,9 +442,9 @@ enum StoreBackend: String, Sendable, CustomTestStringConvertible {
                 let rows = try await settled(first, cloud.store)
                 func state(_ token: String) -> DeliveryState? { rows.first { $0.token == token }?.state }
                 #expect(state(reRegistered) == .unregistered)
-                #expect(try cloud.store.phone(token: reRegistered) != nil, "re-registered after the 410's timestamp: kept")
+                #expect(try await cloud.store.phone(token: reRegistered) != nil, "re-registered after the 410's timestamp: kept")
                 #expect(state(badOnce) == .failed)
-                #expect(try cloud.store.phone(token: badOnce)?.badTokenCount == 1, "flagged, not yet deleted")
+                #expect(try await cloud.store.phone(token: badOnce)?.badTokenCount == 1, "flagged, not yet deleted")
                 #expect(state(throttled) == .delivered)
                 #expect(state(flaky) == .delivered)
                 #expect(state(reset) == .delivered)
@@ -445,7 +457,7 @@ enum StoreBackend: String, Sendable, CustomTestStringConvertible {
                 let second = "019ab2c4-5d6e-7f80-9a1b-2c3d4e5f6a03"
                 _ = try await press(client, id: second, sequence: 2)
                 _ = try await settled(second, cloud.store)
-                #expect(try cloud.store.phone(token: badOnce) == nil)
+                #expect(try await cloud.store.phone(token: badOnce) == nil)
             }
         }
         let requests = try apns.processed().filter { eventID(of: $0) == first }
@@ -464,7 +476,7 @@ enum StoreBackend: String, Sendable, CustomTestStringConvertible {
     @Test(arguments: StoreBackend.available)
     func beaconReportPushesTheConfiguredMessageRateLimited(backend: StoreBackend) async throws {
         let apns = try APNsTestServer(script: ["default": ["status": 200]])
-        let cloud = try cloud(apns, backend: backend)
+        let cloud = try await cloud(apns, backend: backend)
         let uuid = "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0"
         let phone = randomDeviceToken()
         let stranger = randomDeviceToken()
@@ -505,7 +517,7 @@ enum StoreBackend: String, Sendable, CustomTestStringConvertible {
     /// Revoking a share stops pushes to the guest's phones for later events.
     @Test func unshareStopsPushesToTheGuest() async throws {
         let apns = try APNsTestServer(script: ["default": ["status": 200]])
-        let cloud = try cloud(apns)
+        let cloud = try await cloud(apns)
         let ownerPhone = randomDeviceToken()
         let guestPhone = randomDeviceToken()
         try await withFanOut(cloud) {
@@ -530,7 +542,7 @@ enum StoreBackend: String, Sendable, CustomTestStringConvertible {
     /// key, after the same checks: whether a gateway id is enrolled cannot be probed.
     @Test func unenrolledGatewayCannotBeToldFromABadSignature() async throws {
         let apns = try APNsTestServer(script: ["default": ["status": 200]])
-        let cloud = try cloud(apns)
+        let cloud = try await cloud(apns)
         try await cloud.app.test(.router) { client in
             let unknown = try await press(client, id: "019ab2c4-5d6e-7f80-9a1b-2c3d4e5f6a20")
             _ = try await household(client, guests: 0)
@@ -550,7 +562,7 @@ enum StoreBackend: String, Sendable, CustomTestStringConvertible {
     /// retry it for ever), the first body kept, and counted where an operator looks.
     @Test func aConflictingBodyUnderAStoredIdIsCounted() async throws {
         let apns = try APNsTestServer(script: ["default": ["status": 200]])
-        let cloud = try cloud(apns)
+        let cloud = try await cloud(apns)
         let id = "019ab2c4-5d6e-7f80-9a1b-2c3d4e5f6a21"
         try await cloud.app.test(.router) { client in
             _ = try await household(client, guests: 0)
@@ -561,7 +573,7 @@ enum StoreBackend: String, Sendable, CustomTestStringConvertible {
             #expect(try await press(client, id: id, sequence: 7).1["status"] as? String == "duplicate")
             health = try await call(client, .get, "/healthz", token: nil).1
             #expect(health["conflicting_duplicates"] as? Int == 1, "\(health)")
-            #expect(try cloud.store.event(id: id)?.sequence == 1, "the first body is kept")
+            #expect(try await cloud.store.event(id: id)?.sequence == 1, "the first body is kept")
         }
         await cloud.client.shutdown()
     }
@@ -569,7 +581,7 @@ enum StoreBackend: String, Sendable, CustomTestStringConvertible {
     /// Bad input of any kind gets a 4xx that says what to fix, and changes nothing.
     @Test func badRequestsAreRefusedWithWhatToFix() async throws {
         let apns = try APNsTestServer(script: ["default": ["status": 200]])
-        let cloud = try cloud(apns)
+        let cloud = try await cloud(apns)
         try await cloud.app.test(.router) { client in
             let owner = try await household(client, guests: 0)[0]
             let cases: [(HTTPRequest.Method, String, String?, String, HTTPResponse.Status, String)] = [
@@ -616,8 +628,8 @@ enum StoreBackend: String, Sendable, CustomTestStringConvertible {
     func twoFanOutsOnOneDatabaseSendEachPushOnce(backend: StoreBackend) async throws {
         let tokens = (0..<150).map { _ in randomDeviceToken() }
         let apns = try APNsTestServer(script: ["default": ["status": 200], "delay_ms": 5])
-        let cloud = try cloud(apns, backend: backend, concurrency: 20)
-        let secondStore = try cloud.another()
+        let cloud = try await cloud(apns, backend: backend, concurrency: 20)
+        let secondStore = try await cloud.another()
         let secondClient = try APNsClient(settings: apnsSettings(apns, concurrency: 20), logger: logger)
         let second = FanOut(store: secondStore, client: secondClient, logger: logger,
                             clock: WallClock.system.millisecondsSinceEpoch, owner: "second")

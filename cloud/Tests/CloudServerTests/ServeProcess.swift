@@ -105,3 +105,12 @@ func eventually(_ seconds: Double, _ condition: () throws -> Bool) rethrows -> B
     }
     return try condition()
 }
+
+/// `eventually` for a condition that awaits (the store's calls).
+func eventually(_ seconds: Double, _ condition: () async throws -> Bool) async rethrows -> Bool {
+    for _ in 0..<Int(seconds * 20) {
+        if try await condition() { return true }
+        try? await Task.sleep(for: .milliseconds(50))
+    }
+    return try await condition()
+}

@@ -10,14 +10,14 @@ import Testing
     let owner: Account
     let token = String(repeating: "ab", count: 32)
 
-    init() throws {
+    init() async throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("ingest-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        store = try CloudStore(url: directory.appendingPathComponent("cloud.sqlite").path)
-        owner = try store.createAccount(name: "Owner", now: 1).0
-        try store.enrollGateway(id: "gw-1", accountID: owner.id, publicKey: nil,
+        store = try await CloudStore(url: directory.appendingPathComponent("cloud.sqlite").path)
+        owner = try await store.createAccount(name: "Owner", now: 1).0
+        try await store.enrollGateway(id: "gw-1", accountID: owner.id, publicKey: nil,
                                 secret: "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD", now: 1)
-        try store.registerPhone(token: token, accountID: owner.id, environment: .production,
+        try await store.registerPhone(token: token, accountID: owner.id, environment: .production,
                                 bundleID: "com.example.doorbell", now: 1)
     }
 
@@ -26,94 +26,94 @@ import Testing
     }
 
     func ingest(_ id: String, type: String = "doorbell.pressed", gateway: String = "gw-1", device: String? = "front",
-                test: Bool = false, now: Int64 = 1_000) throws -> CloudStore.IngestResult {
+                test: Bool = false, now: Int64 = 1_000) async throws -> CloudStore.IngestResult {
         let envelope = EventEnvelope(id: id, sequence: 1, type: type, gatewayID: gateway, deviceID: device,
                                      occurredAt: "2026-11-23T18:00:00Z", deviceName: "Front", isTest: test)
         let stored = StoredEvent(id: id, sequence: 1, type: type, gatewayID: gateway, deviceID: device,
                                  occurredAt: envelope.occurredAt, body: "{}", receivedAtMilliseconds: now, verified: ["v1"])
-        return try store.ingest(stored, envelope: envelope, now: now, pushTTLMilliseconds: 60_000) {
+        return try await store.ingest(stored, envelope: envelope, now: now, pushTTLMilliseconds: 60_000) {
             PushPayload.forEvent(envelope, doorbell: $0)
         }
     }
 
-    @Test func aPressQueuesOnePushPerPhoneOnceAndCreatesTheDoorbell() throws {
-        #expect(try ingest("e1") == .stored(pushes: 1))
-        #expect(try ingest("e1") == .duplicate)
-        let rows = try store.deliveries(eventID: "e1")
+    @Test func aPressQueuesOnePushPerPhoneOnceAndCreatesTheDoorbell() async throws {
+        #expect(try await ingest("e1") == .stored(pushes: 1))
+        #expect(try await ingest("e1") == .duplicate)
+        let rows = try await store.deliveries(eventID: "e1")
         #expect(rows.count == 1)
         #expect(rows.first?.state == .pending)
         #expect(rows.first?.collapseID == "ring-gw-1:front")
         #expect(rows.first?.expiresAtMilliseconds == 61_000)
-        #expect(try store.doorbell(id: "gw-1:front")?.name == "Front")
+        #expect(try await store.doorbell(id: "gw-1:front")?.name == "Front")
     }
 
-    @Test func testEventsBeaconsAndUnenrolledGatewaysPushNothing() throws {
-        #expect(try ingest("t1", test: true) == .stored(pushes: 0))
-        #expect(try ingest("b1", type: "beacon.entered", device: "porch-region") == .stored(pushes: 0))
-        #expect(try store.doorbell(id: "gw-1:porch-region") == nil, "a beacon region is not a doorbell")
-        #expect(try ingest("u1", gateway: "gw-unknown") == .stored(pushes: 0))
-        #expect(try store.allEvents().count == 3, "all stored all the same")
+    @Test func testEventsBeaconsAndUnenrolledGatewaysPushNothing() async throws {
+        #expect(try await ingest("t1", test: true) == .stored(pushes: 0))
+        #expect(try await ingest("b1", type: "beacon.entered", device: "porch-region") == .stored(pushes: 0))
+        #expect(try await store.doorbell(id: "gw-1:porch-region") == nil, "a beacon region is not a doorbell")
+        #expect(try await ingest("u1", gateway: "gw-unknown") == .stored(pushes: 0))
+        #expect(try await store.allEvents().count == 3, "all stored all the same")
     }
 
-    @Test func aRetryPastTheExpirationExpiresAndA410PrunesOnlyAnOlderRegistration() throws {
-        _ = try ingest("e1")
-        let delivery = try #require(try store.claimDue(now: 1_000, limit: 10, leaseMilliseconds: 500, owner: "a").first)
-        try store.record(.retry(status: 500, reason: "InternalServerError", at: 2_000), for: delivery, now: 1_100)
-        #expect(try store.claimDue(now: 1_999, limit: 10, leaseMilliseconds: 500, owner: "a").isEmpty, "not due before its backoff")
-        #expect(try store.nextDueTime() == 2_000)
-        let again = try #require(try store.claimDue(now: 2_000, limit: 10, leaseMilliseconds: 500, owner: "a").first)
+    @Test func aRetryPastTheExpirationExpiresAndA410PrunesOnlyAnOlderRegistration() async throws {
+        _ = try await ingest("e1")
+        let delivery = try #require(try await store.claimDue(now: 1_000, limit: 10, leaseMilliseconds: 500, owner: "a").first)
+        try await store.record(.retry(status: 500, reason: "InternalServerError", at: 2_000), for: delivery, now: 1_100)
+        #expect(try await store.claimDue(now: 1_999, limit: 10, leaseMilliseconds: 500, owner: "a").isEmpty, "not due before its backoff")
+        #expect(try await store.nextDueTime() == 2_000)
+        let again = try #require(try await store.claimDue(now: 2_000, limit: 10, leaseMilliseconds: 500, owner: "a").first)
         #expect(again.attempts == 1)
-        try store.record(.retry(status: nil, reason: "timeout", at: 70_000), for: again, now: 2_100)
-        #expect(try store.deliveries(eventID: "e1").first?.state == .expired)
+        try await store.record(.retry(status: nil, reason: "timeout", at: 70_000), for: again, now: 2_100)
+        #expect(try await store.deliveries(eventID: "e1").first?.state == .expired)
 
-        _ = try ingest("e2")
-        let second = try #require(try store.claimDue(now: 3_000, limit: 10, leaseMilliseconds: 500, owner: "a").first)
+        _ = try await ingest("e2")
+        let second = try #require(try await store.claimDue(now: 3_000, limit: 10, leaseMilliseconds: 500, owner: "a").first)
         // The phone registered at 1; APNs says the app was gone from 0 on: it came back since.
-        #expect(try store.record(.unregistered(reason: "Unregistered", timestampMs: 0), for: second, now: 3_000) == .kept)
-        #expect(try store.phone(token: token) != nil)
+        #expect(try await store.record(.unregistered(reason: "Unregistered", timestampMs: 0), for: second, now: 3_000) == .kept)
+        #expect(try await store.phone(token: token) != nil)
     }
 
     /// A crash mid-send: the same instance restarted takes its claimed pushes back at once;
     /// another process waits for the lease. The clock is a parameter: no sleeping.
-    @Test func aRestartTakesItsOwnLeasesBackAndLeavesOthersAlone() throws {
-        _ = try ingest("e1")
+    @Test func aRestartTakesItsOwnLeasesBackAndLeavesOthersAlone() async throws {
+        _ = try await ingest("e1")
         let lease = LeasePolicy(requestTimeoutSeconds: 15).leaseMilliseconds
         #expect(lease == 60_000)
-        #expect(try store.claimDue(now: 10_000, limit: 10, leaseMilliseconds: lease, owner: "host-a").count == 1)
+        #expect(try await store.claimDue(now: 10_000, limit: 10, leaseMilliseconds: lease, owner: "host-a").count == 1)
         // host-a dies. host-b, alive all along, may not take it before the lease runs out.
-        #expect(try store.reclaimLeases(owner: "host-b", now: 11_000) == 0)
-        #expect(try store.claimDue(now: 11_000, limit: 10, leaseMilliseconds: lease, owner: "host-b").isEmpty)
+        #expect(try await store.reclaimLeases(owner: "host-b", now: 11_000) == 0)
+        #expect(try await store.claimDue(now: 11_000, limit: 10, leaseMilliseconds: lease, owner: "host-b").isEmpty)
         // host-a restarted recognises its own lease and takes it back at once.
-        #expect(try store.reclaimLeases(owner: "host-a", now: 11_000) == 1)
-        #expect(try store.nextDueTime() == 11_000)
-        let again = try #require(try store.claimDue(now: 11_000, limit: 10, leaseMilliseconds: lease, owner: "host-a").first)
-        try store.record(.delivered, for: again, now: 11_100)
-        #expect(try store.reclaimLeases(owner: "host-a", now: 12_000) == 0, "a finished push is nobody's lease")
+        #expect(try await store.reclaimLeases(owner: "host-a", now: 11_000) == 1)
+        #expect(try await store.nextDueTime() == 11_000)
+        let again = try #require(try await store.claimDue(now: 11_000, limit: 10, leaseMilliseconds: lease, owner: "host-a").first)
+        try await store.record(.delivered, for: again, now: 11_100)
+        #expect(try await store.reclaimLeases(owner: "host-a", now: 12_000) == 0, "a finished push is nobody's lease")
 
         // Without a restart, host-b takes an orphaned lease when it runs out, not before.
-        _ = try ingest("e2", now: 20_000)
-        #expect(try store.claimDue(now: 20_000, limit: 10, leaseMilliseconds: lease, owner: "host-a").count == 1)
-        #expect(try store.claimDue(now: 20_000 + lease - 1, limit: 10, leaseMilliseconds: lease, owner: "host-b").isEmpty)
-        #expect(try store.claimDue(now: 20_000 + lease, limit: 10, leaseMilliseconds: lease, owner: "host-b").count == 1)
+        _ = try await ingest("e2", now: 20_000)
+        #expect(try await store.claimDue(now: 20_000, limit: 10, leaseMilliseconds: lease, owner: "host-a").count == 1)
+        #expect(try await store.claimDue(now: 20_000 + lease - 1, limit: 10, leaseMilliseconds: lease, owner: "host-b").isEmpty)
+        #expect(try await store.claimDue(now: 20_000 + lease, limit: 10, leaseMilliseconds: lease, owner: "host-b").count == 1)
     }
 
     /// A graceful stop hands the claimed pushes it did not start back at once.
-    @Test func releasedLeasesAreDueAtOnce() throws {
-        _ = try ingest("e1")
-        let claimed = try store.claimDue(now: 1_000, limit: 10, leaseMilliseconds: 60_000, owner: "host-a")
-        try store.releaseLeases(claimed, owner: "host-a", now: 1_500)
-        #expect(try store.claimDue(now: 1_500, limit: 10, leaseMilliseconds: 60_000, owner: "host-b").count == 1)
+    @Test func releasedLeasesAreDueAtOnce() async throws {
+        _ = try await ingest("e1")
+        let claimed = try await store.claimDue(now: 1_000, limit: 10, leaseMilliseconds: 60_000, owner: "host-a")
+        try await store.releaseLeases(claimed, owner: "host-a", now: 1_500)
+        #expect(try await store.claimDue(now: 1_500, limit: 10, leaseMilliseconds: 60_000, owner: "host-b").count == 1)
     }
 
     /// A schema 1 database (no lease_owner) is upgraded in place on open, its queue kept.
-    @Test func aVersionOneDatabaseIsUpgraded() throws {
-        _ = try ingest("e1")
+    @Test func aVersionOneDatabaseIsUpgraded() async throws {
+        _ = try await ingest("e1")
         let path = directory.appendingPathComponent("cloud.sqlite").path
         let raw = try SQLiteConnection(path: path)
-        try raw.execute(script: "ALTER TABLE deliveries DROP COLUMN lease_owner; UPDATE schema_version SET version = 1;",
+        try await raw.execute(script: "ALTER TABLE deliveries DROP COLUMN lease_owner; UPDATE schema_version SET version = 1;",
                         operation: "downgrade to schema 1")
-        let reopened = try CloudStore(url: path)
-        #expect(try raw.query("SELECT version FROM schema_version", [], operation: "v").rows.first?.integer(0) == 2)
-        #expect(try reopened.claimDue(now: 1_000, limit: 10, leaseMilliseconds: 500, owner: "a").count == 1)
+        let reopened = try await CloudStore(url: path)
+        #expect(try await raw.query("SELECT version FROM schema_version", [], operation: "v").rows.first?.integer(0) == 2)
+        #expect(try await reopened.claimDue(now: 1_000, limit: 10, leaseMilliseconds: 500, owner: "a").count == 1)
     }
 }

@@ -1,0 +1,205 @@
+// The configuration reference: every key of agent.toml with its type, default and meaning, as
+// the README's table shows it. `ConfigReferenceTests` holds the three together — the README's
+// table is this table, and every key the loader reads is a row here and every row a key the
+// loader reads — so a key cannot be added, renamed or dropped in one place only.
+// (A table of data: exempt from the ~400-line rule for source files.)
+
+public enum ConfigReference {
+    public struct Row: Sendable, Equatable {
+        /// As the README writes it: "`[section] key`", several keys separated by ", ".
+        public let key: String
+        public let type: String
+        public let defaultValue: String
+        public let meaning: String
+    }
+
+    /// The table's rows, in the README's order.
+    public static let rows: [Row] = [
+        Row(key: #"`gateway_id`"#, type: #"string, required"#, defaultValue: #""#,
+            meaning: #"this gateway's name in the cloud (`[A-Za-z0-9._-]`, ≤ 64)"#),
+        Row(key: #"`[paths] state_dir`"#, type: #"path"#, defaultValue: #"`/var/lib/doorbell-agent`"#,
+            meaning: #"outbox database (`outbox.sqlite`) and device key (`device.key`, 0600)"#),
+        Row(key: #"`[paths] control_socket`"#, type: #"path"#, defaultValue: #"`/run/doorbell-agent/control.sock`"#,
+            meaning: #"control socket for `agentctl`"#),
+        Row(key: #"`[log] level`"#, type: #"string"#, defaultValue: #"`info`"#,
+            meaning: #"`debug`, `info`, `notice`, `warning`, `error`"#),
+        Row(key: #"`[radio.rtl433] enabled`"#, type: #"bool"#, defaultValue: #"`true`"#,
+            meaning: #"run rtl_433"#),
+        Row(key: #"`[radio.rtl433] binary`"#, type: #"string"#, defaultValue: #"`rtl_433`"#,
+            meaning: #"program, looked up in PATH"#),
+        Row(key: #"`[radio.rtl433] conf_file`"#, type: #"path"#, defaultValue: #""#,
+            meaning: #"rtl_433 decoder file passed as `-c` (boards ship `board/common/rtl_433-doorbells.conf`)"#),
+        Row(key: #"`[radio.rtl433] args`"#, type: #"string array"#, defaultValue: #"`[]`"#,
+            meaning: #"extra rtl_433 arguments (`-d`, `-f`, `-g`, `-R`, `-X`); `-F/-M/-r/-w/-W` are refused, the agent sets output itself (`-F json -M time:unix:usec -M level`)"#),
+        Row(key: #"`[radio.rtl433] replay`"#, type: #"path array"#, defaultValue: #"`[]`"#,
+            meaning: #"recordings to play (`-r FILE` each) instead of an SDR: the sim board. The radio shows `finished` after them."#),
+        Row(key: #"`[radio.rtl433] restart_initial_ms`, `restart_max_ms`"#, type: #"int"#, defaultValue: #"1000, 60000"#,
+            meaning: #"backoff when rtl_433 exits or is missing"#),
+        Row(key: #"`[radio.ook] source`"#, type: #"`gpio`, `rtl433`, `replay`, required"#, defaultValue: #""#,
+            meaning: #"where OOK pulses come from: a receiver module's data pin (libgpiod edge events), rtl_433 in pulse mode (`-R 0 -w OOK:-`, for remotes its decoders mislabel or miss), or `.ook`/`.vcd` recordings. The agent decodes them itself."#),
+        Row(key: #"`[radio.ook] enabled`"#, type: #"bool"#, defaultValue: #"`true`"#,
+            meaning: #"`false` keeps the section but does not run the radio"#),
+        Row(key: #"`[radio.ook] chip`"#, type: #"string (gpio)"#, defaultValue: #""#,
+            meaning: #"the GPIO chip by **label**: `pinctrl-bcm2835` (Zero 2 W, 3), `pinctrl-bcm2711` (4), `pinctrl-rp1` (5); `gpiochipN` or a path also work. A missing chip, a line in use or missing permission is a `missing` radio with the reason in `agentctl status`, retried with backoff, never a crash."#),
+        Row(key: #"`[radio.ook] line`"#, type: #"int (gpio)"#, defaultValue: #""#,
+            meaning: #"line offset (the BCM GPIO number on a Pi)"#),
+        Row(key: #"`[radio.ook] active_low`"#, type: #"bool"#, defaultValue: #"`false`"#,
+            meaning: #"the module's output idles high"#),
+        Row(key: #"`[radio.ook] glitch_us`"#, type: #"int"#, defaultValue: #"80"#,
+            meaning: #"levels shorter than this are receiver noise, folded into the level around them"#),
+        Row(key: #"`[radio.ook] protocols`"#, type: #"int array"#, defaultValue: #"`[1,2,3,4,5,6]`"#,
+            meaning: #"rc-switch protocols to try (1 = EV1527/PT2262: sync 1T+31T, bits 1T:3T)"#),
+        Row(key: #"`[radio.ook] bits`"#, type: #"int"#, defaultValue: #"24"#,
+            meaning: #"bits per word"#),
+        Row(key: #"`[radio.ook] replay`"#, type: #"path array"#, defaultValue: #""#,
+            meaning: #"`replay`: `.ook`/`.vcd` files, placed a minute apart on the tracker's clock; `rtl433`: `.cu8` recordings for rtl_433 to read instead of the SDR"#),
+        Row(key: #"`[radio.ook] rtl433_binary`, `rtl433_args`"#, type: #"string, string array"#, defaultValue: #"`rtl_433`, `[]`"#,
+            meaning: #"`rtl433` source: program and device options (`-d`, `-f`, `-g`); decoder and output options are refused. One stick cannot serve `[radio.rtl433]` and this at once: give each its `-d`."#),
+        Row(key: #"`[tracker.button] repeat_gap_ms`"#, type: #"int"#, defaultValue: #"300"#,
+            meaning: #"frames of one device closer than this are the same press"#),
+        Row(key: #"`[tracker.button] hold_after_ms`"#, type: #"int"#, defaultValue: #"1500"#,
+            meaning: #"a press still repeating after this adds one `doorbell.held`"#),
+        Row(key: #"`[tracker.button] cooldown_ms`"#, type: #"int"#, defaultValue: #"3000"#,
+            meaning: #"a new press this soon after the last forwarded one of the same button is counted (`suppressed` in status and in the next forwarded press), not forwarded, and does not run `[[action]]`s: the chime rang for the press it follows. The same rule for RF buttons and BTHome buttons (per button of a multi-button remote, any press type; a BTHome `hold_press` follows its press). 0 forwards every press."#),
+        Row(key: #"`[[device]] id`"#, type: #"string, required"#, defaultValue: #""#,
+            meaning: #"stable id used in events"#),
+        Row(key: #"`[[device]] name`"#, type: #"string"#, defaultValue: #"id"#,
+            meaning: #"shown in notifications"#),
+        Row(key: #"`[[device]] kind`"#, type: #"string"#, defaultValue: #"`doorbell`"#,
+            meaning: #""#),
+        Row(key: #"`[[device]] radio`"#, type: #"`rtl433`, `ook` or `ble`"#, defaultValue: #"the first configured of rtl433, ook, ble"#,
+            meaning: #""#),
+        Row(key: #"`[[device]] bindkey`"#, type: #"32 hex digits (ble)"#, defaultValue: #""#,
+            meaning: #"a BTHome device's AES key; then plaintext adverts from it are refused (downgrade), and its counter must grow (replays refused, also across reboots: the last packet id and counter per button are kept in the outbox, in the transaction that stores the press they produced; an older agent's `state_dir/ble-buttons.json` is taken over once and removed)"#),
+        Row(key: #"`[[device]] match`"#, type: #"table, required"#, defaultValue: #""#,
+            meaning: #"fields that must all match: `code` (hex string like `"0x91568F"` or integer: the same 24-bit code whether rtl_433's flex decoder or the agent's OOK decoder heard it), `id`, `unit`, `channel`, `button`, `cmd`, `data`, `model`, and for OOK `protocol` (`ev1527`, `pt2262`, `rcswitch-N`) and `tristate`; for BLE buttons only `address` (`"C0:11:22:33:44:02"`). `model` alone is refused: rtl_433 mislabels EV1527 bells. `agentctl status` lists unconfigured transmitters it hears, with their identity."#),
+        Row(key: #"`[radio.ble] transport`"#, type: #"`hci`, `serial`, `tcp`, `replay`, required"#, defaultValue: #""#,
+            meaning: #"how the controller is reached: the kernel HCI socket (`device = "hci0"`; needs CAP_NET_RAW/CAP_NET_ADMIN, which the unit grants; through BlueZ's libbluetooth; `channel` below), an H4 UART (`path`, `baud` default 1000000, `flow_control` default true: an nRF52840 or similar with HCI firmware), H4 over TCP (`address = "host:port"`, numeric: ser2net, the tests' virtual controller), or btsnoop captures (`replay = [...]`)"#),
+        Row(key: #"`[radio.ble] enabled`"#, type: #"bool"#, defaultValue: #"`true`"#,
+            meaning: #"`false` keeps the section but does not run the radio"#),
+        Row(key: #"`[radio.ble] device`"#, type: #"string (hci)"#, defaultValue: #"`hci0`"#,
+            meaning: #"the kernel controller (`btmgmt info` / `hciconfig` list them)"#),
+        Row(key: #"`[radio.ble] path`, `baud`, `flow_control`"#, type: #"string, int, bool (serial)"#, defaultValue: #"–, 1000000, `true`"#,
+            meaning: #"the H4 UART, its standard baud rate, RTS/CTS"#),
+        Row(key: #"`[radio.ble] address`"#, type: #"string (tcp)"#, defaultValue: #""#,
+            meaning: #"`host:port` of an H4 stream; the host numeric (IPv4, `[IPv6]`) or `localhost`"#),
+        Row(key: #"`[radio.ble] replay`"#, type: #"path array (replay)"#, defaultValue: #""#,
+            meaning: #"btsnoop captures to play (`agentctl capture` makes them)"#),
+        Row(key: #"`[radio.ble] channel`"#, type: #"`user`, `raw`"#, defaultValue: #"`user`"#,
+            meaning: #"with `transport = "hci"`: `user` takes the controller for the agent alone (HCI user channel: the agent powers it down and binds it; bluetoothd loses it while the agent runs); `raw` shares it with bluetoothd, whose scans and power changes silently stop the agent's scan (the field rig lost 7 of 10 presses)"#),
+        Row(key: #"`[radio.ble] scan`"#, type: #"`passive`, `active`"#, defaultValue: #"`passive`"#,
+            meaning: #""#),
+        Row(key: #"`[radio.ble] interval_ms`, `window_ms`"#, type: #"int"#, defaultValue: #"60, 30"#,
+            meaning: #"scan timing. Duplicate filtering is always off: controller de-duplication loses button presses."#),
+        Row(key: #"`[radio.ble] extended_scan`"#, type: #"bool"#, defaultValue: #"`true`"#,
+            meaning: #"LE extended scanning when the controller supports it (and no own beacon is advertised); otherwise legacy"#),
+        Row(key: #"`[radio.ble] stall_s`"#, type: #"int"#, defaultValue: #"120"#,
+            meaning: #"no advertising report for this long: the controller is reset and the radio shows `degraded` until reports flow again (0 = off)"#),
+        Row(key: #"`[radio.ble] command_timeout_ms`"#, type: #"int"#, defaultValue: #"2000"#,
+            meaning: #"how long one HCI command may wait for its Command Complete/Status (100–60000); then the controller is restarted with backoff"#),
+        Row(key: #"`[beacon] uuid`, `major`, `minor`, `measured_power`, `interval_ms`"#, type: #""#, defaultValue: #"power −59, 100 ms"#,
+            meaning: #"the base station's own iBeacon (non-connectable), advertised while scanning, so the owner's app wakes up at the door"#),
+        Row(key: #"`[[region]] id`, `name`, `uuid`, `major`, `minor`"#, type: #""#, defaultValue: #""#,
+            meaning: #"an iBeacon region, matched like CLBeaconRegion (UUID, UUID+major, UUID+major+minor); events `beacon.entered` / `beacon.exited` with uuid, major, minor, RSSI, proximity (immediate/near/far from measured power) and dwell time"#),
+        // The Eddystone keys as its decoder declares them.
+        Row(key: "`[[region]] " + EddystoneDecoder.descriptor.regionKeys.map(\.key).joined(separator: "`, `") + "`", type: #"20 and 12 hex digits"#, defaultValue: #""#,
+            meaning: #"an Eddystone region instead of `uuid`/`major`/`minor` (not both in one region): matches an Eddystone-UID beacon's namespace, or namespace+instance; the same `beacon.entered` / `beacon.exited` with namespace, instance, RSSI, proximity (from the 0 m Tx power − 41 dB) and, once a TLM frame from the same address was heard, `battery_mv` and `temperature_c`. Eddystone-EID beacons rotate their id and cannot be matched (`agentctl scan` lists them; give the beacon a UID slot); URL and encrypted TLM frames are counted only"#),
+        Row(key: #"`[[region]] enter_rssi`, `min_samples`, `exit_timeout_s`, `hysteresis_db`"#, type: #"int"#, defaultValue: #"−80, 3, 30, 10"#,
+            meaning: #"enter after min_samples sightings at or above enter_rssi; leave after exit_timeout_s unseen or when the smoothed RSSI falls hysteresis_db below enter_rssi. The timeout runs on the scanner's live time: once the whole radio has heard no advert at all for 5 s, the presence clock pauses (`agentctl status` says exits are on hold and why) until reports resume, so a stall never makes a present beacon leave; a timeout exit also needs some advert heard after the beacon's last sighting, and none happens while the radio is degraded. Keep exit_timeout_s well above 5 s plus the beacon's advertising interval."#),
+        Row(key: #"`[uplink] url`"#, type: #"https URL, required with `[uplink]`"#, defaultValue: #""#,
+            meaning: #"where events are POSTed. Without `[uplink]` (and without `[mqtt]`) events wait in the outbox for one."#),
+        Row(key: #"`[uplink] ca_file`"#, type: #"path"#, defaultValue: #"system CAs"#,
+            meaning: #"PEM of the CA that signed the receiver's certificate"#),
+        Row(key: #"`[uplink] hmac_secret_file`"#, type: #"path"#, defaultValue: #""#,
+            meaning: #"file holding the gateway's `whsec_...` secret (signature `v1`)"#),
+        Row(key: #"`[uplink] sign_ed25519`"#, type: #"bool"#, defaultValue: #"`true`"#,
+            meaning: #"add the `v1a` Ed25519 signature with the device key"#),
+        Row(key: #"`[uplink] connect_timeout_ms`, `request_timeout_ms`"#, type: #"int"#, defaultValue: #"5000, 15000"#,
+            meaning: #""#),
+        Row(key: #"`[uplink] max_in_flight`"#, type: #"int 1–64"#, defaultValue: #"8"#,
+            meaning: #"requests in flight at once while a backlog drains: HTTP/2 streams on the one kept-alive connection (over HTTP/1.1 the window goes one request after the other). Within a window the receiver may see sequences out of order; after any failed attempt the next window is a single request. 1 = strictly one event at a time, in sequence order"#),
+        Row(key: #"`[uplink] retry_initial_ms`, `retry_max_ms`"#, type: #"int"#, defaultValue: #"1000, 300000"#,
+            meaning: #"exponential backoff with full jitter between attempts"#),
+        Row(key: #"`[uplink] pinned_public_key`"#, type: #"string"#, defaultValue: #""#,
+            meaning: #"`sha256//<base64>` (several joined by `;`): refuse any server whose public key differs, even with a valid certificate"#),
+        Row(key: #"`[uplink] client_cert_file`, `client_key_file`"#, type: #"paths"#, defaultValue: #""#,
+            meaning: #"mTLS: the gateway's PEM certificate and key"#),
+        Row(key: #"`[uplink] proxy`"#, type: #"URL"#, defaultValue: #"none"#,
+            meaning: #"`http://`, `https://`, `socks5://`, `socks5h://`; without it proxy environment variables are ignored"#),
+        Row(key: #"`[mqtt] host`"#, type: #"string, required with `[mqtt]`"#, defaultValue: #""#,
+            meaning: #"the house's MQTT broker (Home Assistant's Mosquitto add-on, any MQTT 3.1.1/5 broker): a second sink of the same outbox, acknowledged per event by the broker's PUBACK (QoS 1). `[uplink]` becomes optional: with only `[mqtt]` the gateway works without a cloud account. An event leaves the outbox when every configured sink has it."#),
+        Row(key: #"`[mqtt] port`"#, type: #"int"#, defaultValue: #"1883, 8883 with `ca_file`"#,
+            meaning: #""#),
+        Row(key: #"`[mqtt] protocol`"#, type: #"`"3.1.1"`, `"5"`"#, defaultValue: #"`"3.1.1"`"#,
+            meaning: #"persistent session either way (clean session off; MQTT 5 with a one-day session expiry)"#),
+        Row(key: #"`[mqtt] client_id`"#, type: #"string"#, defaultValue: #"`doorbell-agent-<gateway_id>`"#,
+            meaning: #"the session's identity: keep it stable"#),
+        Row(key: #"`[mqtt] username`, `password_file`"#, type: #"string, path"#, defaultValue: #""#,
+            meaning: #"the password is read from its own file (0600), never from the config (`password = ...` is refused)"#),
+        Row(key: #"`[mqtt] ca_file`, `cert_file`, `key_file`"#, type: #"paths"#, defaultValue: #""#,
+            meaning: #"TLS to the broker; client certificate and key go together"#),
+        Row(key: #"`[mqtt] topic_prefix`"#, type: #"topic levels"#, defaultValue: #"`doorbell`"#,
+            meaning: #"topics are `<prefix>/<gateway_id>/...`: `status` (`online`, retained; last will `offline`), `events` (every event, the exact signed body with its `id` to de-duplicate), `<device>/event` (`{"event_type": "press", ...}`), `<device>/battery`, `<region>/presence` (`ON`/`OFF`) and `<region>/attributes` (retained), `diagnostics` (retained JSON, every 30 s)"#),
+        Row(key: #"`[mqtt] discovery`, `discovery_prefix`"#, type: #"bool, topic levels"#, defaultValue: #"`true`, `homeassistant`"#,
+            meaning: #"Home Assistant MQTT discovery (retained): each device an `event` entity with device triggers per press type, each BTHome button's battery, each region a presence `binary_sensor`, the gateway's diagnostics (events waiting, oldest waiting, radios, last cloud delivery, clock, problem), all under one gateway device (`via_device`). Published at connect, when Home Assistant announces itself on `<discovery_prefix>/status`, and on every `systemctl reload`; a device removed from the config has its entities removed."#),
+        Row(key: #"`[mqtt] keepalive_s`, `max_in_flight`"#, type: #"int"#, defaultValue: #"60, 20"#,
+            meaning: #"keep-alive; events published and not yet acknowledged at once"#),
+        Row(key: #"`[mqtt] retry_initial_ms`, `retry_max_ms`"#, type: #"int"#, defaultValue: #"1000, 60000"#,
+            meaning: #"reconnect backoff with full jitter"#),
+        Row(key: #"`[outbox] max_events`, `max_bytes`"#, type: #"int"#, defaultValue: #"20000, 16 MiB"#,
+            meaning: #"bounds of the durable queue. Beyond them the oldest event of the lowest priority is evicted (presence/telemetry before any press), counted, logged, and reported to the cloud in a `gateway.evicted` event written in the same transaction, so every gap in `sequence` is explained. No TTL: nothing expires by age."#),
+        Row(key: #"`[clock] require_sync`"#, type: #"bool"#, defaultValue: #"`true`"#,
+            meaning: #"hold delivery until the wall clock is NTP-synchronized (a Pi has no RTC; receivers reject stale timestamps). Events are still recorded and ring locally; on sync their `occurred_at` is corrected from the monotonic clock. `board/sim` sets it `false`."#),
+        Row(key: #"`[clock] sync_file`"#, type: #"path"#, defaultValue: #"`/run/systemd/timesync/synchronized`"#,
+            meaning: #"present = synchronized (systemd-timesyncd's flag)"#),
+        Row(key: #"`[clock] kernel_check`"#, type: #"bool"#, defaultValue: #"`true`"#,
+            meaning: #"otherwise trust the kernel's NTP state (adjtimex), for chrony/ntpd"#),
+        Row(key: #"`[[action]] name`"#, type: #"string"#, defaultValue: #"`action-N`"#,
+            meaning: #"shown in status and logs"#),
+        Row(key: #"`[[action]] gpio_pulse`"#, type: #"table"#, defaultValue: #""#,
+            meaning: #"`{ chip = "pinctrl-bcm2711", line = 17, active_low = true, duration_ms = 300 }`: drives a chime relay or buzzer for the duration, then releases the line. Failures (no chip, line busy) show in `agentctl status` and the log."#),
+        Row(key: #"`[[action]] gpio_pulse.chip`, `gpio_pulse.line`, `gpio_pulse.active_low`, `gpio_pulse.duration_ms`"#, type: #"string, int, bool, int"#, defaultValue: #"–, –, `false`, 300"#,
+            meaning: #"the chip by label (as `[radio.ook] chip`), the line offset (BCM number on a Pi), the level that means on, and how long it stays on (10–60000 ms)"#),
+        Row(key: #"`[[action]] exec`"#, type: #"string array (this or `gpio_pulse` required)"#, defaultValue: #""#,
+            meaning: #"absolute program path (or `./name` beside the config) and arguments, run without a shell the moment an event exists — before it is stored or sent, so the chime rings with the internet down. Environment: `DOORBELL_EVENT_TYPE`, `DOORBELL_DEVICE_ID`, `DOORBELL_DEVICE_NAME`, `DOORBELL_OCCURRED_AT`, `DOORBELL_TEST`, `DOORBELL_EVENT_JSON`"#),
+        Row(key: #"`[[action]] on`"#, type: #"string array"#, defaultValue: #"`["doorbell.pressed"]`"#,
+            meaning: #"event types"#),
+        Row(key: #"`[[action]] devices`"#, type: #"string array"#, defaultValue: #"all"#,
+            meaning: #"device ids"#),
+        Row(key: #"`[[action]] timeout_ms`"#, type: #"int"#, defaultValue: #"10000"#,
+            meaning: #"killed (its whole process group) after this"#),
+        Row(key: #"`[[action]] max_running`"#, type: #"int"#, defaultValue: #"2"#,
+            meaning: #"a press arriving while this many still run is skipped and counted: a storm stays bounded"#),
+        Row(key: #"`[metrics] file`"#, type: #"path ending `.prom`"#, defaultValue: #"off"#,
+            meaning: #"Prometheus text metrics, rewritten atomically (node_exporter textfile collector): frames, observations, events by type, deliveries, failures by reason, outbox depth and oldest age, press→delivered latency histogram, RSS, clock state"#),
+        Row(key: #"`[metrics] interval_s`"#, type: #"int"#, defaultValue: #"15"#,
+            meaning: #"how often the file is rewritten"#),
+    ]
+
+    /// The README's table, byte for byte.
+    public static var markdown: String {
+        (["| key | type | default | meaning |", "|---|---|---|---|"]
+            + rows.map { r in "|" + [r.key, r.type, r.defaultValue, r.meaning].map { $0.isEmpty ? " " : " \($0) " }.joined(separator: "|") + "|" })
+            .joined(separator: "\n")
+    }
+
+    /// Keys whose own keys are free (a device's `match` names rtl_433 fields).
+    public static let freeForm: Set<String> = ["device.match"]
+
+    /// Every key as a dotted path ("radio.rtl433.restart_max_ms", "device.bindkey").
+    public static var keyPaths: Set<String> {
+        var out: Set<String> = []
+        for row in rows {
+            var section = ""
+            for var part in row.key.split(separator: ",").map({ $0.trimmingCharacters(in: " `") }) {
+                if part.hasPrefix("[") {
+                    let close = part.lastIndex(of: "]") ?? part.startIndex
+                    section = String(part[..<close]).trimmingCharacters(in: "[] ")
+                    part = String(part[part.index(after: close)...]).trimmingCharacters(in: " ")
+                }
+                out.insert(section.isEmpty ? part : section + "." + part)
+            }
+        }
+        return out
+    }
+}

@@ -1,0 +1,49 @@
+import DoorbellCore
+import Glibc
+
+// Storage full: events are held in memory (bounded, lowest priority evicted first) and a
+// thread retries them, oldest first, until the outbox takes them.
+
+extension Agent {
+    /// Holds events in memory (storage is full) and wakes the retry thread.
+    func spillInMemory(_ events: [AgentEvent]) {
+        let dropped = counters.withLock { c -> [AgentEvent] in
+            c.spilled.append(contentsOf: events)
+            var dropped: [AgentEvent] = []
+            while let d = Self.trimSpill(&c) { dropped.append(d) }
+            return dropped
+        }
+        for d in dropped { log.error("memory.evicted", [("type", d.type.rawValue), ("device", d.device.id), ("hint", "storage has been full too long")]) }
+        spillWake.signal()
+    }
+
+    /// Memory is bounded too: past this many held events, the oldest of the lowest priority goes
+    /// (counted and logged), as in the outbox.
+    static let maxHeldInMemory = 5_000
+
+    static func trimSpill(_ c: inout AgentCounters) -> AgentEvent? {
+        guard c.spilled.count > maxHeldInMemory else { return nil }
+        let victim = c.spilled.firstIndex { !$0.type.rawValue.hasPrefix("doorbell.") } ?? 0
+        c.evicted += 1
+        return c.spilled.remove(at: victim)
+    }
+
+    /// Retries events held in memory while storage was full, oldest first, until they are stored.
+    func runSpillRetries() {
+        startThread(name: "spill") { [self] in
+            while !spillStopping.snapshot {
+                let first = counters.withLock { $0.spilled.first }
+                guard let event = first else {
+                    spillWake.wait(timeoutMicros: nil)
+                    continue
+                }
+                if case .stored = store([event]) {
+                    let left = counters.withLock { c -> Int in c.spilled.removeFirst(); return c.spilled.count }
+                    if left == 0 { log.notice("outbox.recovered", [("hint", "storage has space again; every held event is stored")]) }
+                    continue
+                }
+                spillWake.wait(timeoutMicros: 2_000_000)
+            }
+        }
+    }
+}

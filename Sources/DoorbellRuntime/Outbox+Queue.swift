@@ -1,0 +1,235 @@
+import CSQLite
+import DoorbellCore
+import Glibc
+
+// The outbox's operations: append with eviction (group commit), what each sink still has to
+// take, settling a delivery window, dead letters, statistics.
+
+extension Outbox {
+    public func append(id: String, type: String, createdAtMs: Int64, makeBody: @escaping (Int64) -> [UInt8]) throws(OutboxError) -> OutboxEntry {
+        try append(id: id, type: type, createdAtMs: createdAtMs, bounds: nil, report: nil, makeBody: makeBody).entry
+    }
+
+    /// Appends one event and, when `bounds` are exceeded, evicts by priority — presence and
+    /// telemetry before any doorbell press, the oldest first — all in the same transaction as a
+    /// report event (`report` builds it from its sequence and the victims), so the receiver can
+    /// explain every gap in the sequence even across a power cut.
+    public func append(id: String, type: String, createdAtMs: Int64, bounds: OutboxBounds?,
+                       report: ((Int64, [EvictedEvent]) -> (id: String, type: String, body: [UInt8]))?,
+                       makeBody: @escaping (Int64) -> [UInt8]) throws(OutboxError) -> OutboxAppendResult {
+        let batch = try append([OutboxNewEvent(id: id, type: type, createdAtMs: createdAtMs, makeBody: makeBody)], bounds: bounds, report: report)
+        return OutboxAppendResult(entry: batch.entries[0], evicted: batch.evicted, report: batch.report)
+    }
+
+    /// Group commit: several events (a burst from one radio read) in one transaction, so one
+    /// fsync and one set of page writes serve them all. Same eviction rules as one event.
+    /// `memory`: button packet ids and counters stored in the same transaction (none, some, or
+    /// only those: a re-sent packet moves the counter without an event).
+    public func append(_ events: [OutboxNewEvent], memory: [String: BTHomeButtonTracker.DeviceMemory] = [:], bounds: OutboxBounds?,
+                       report: ((Int64, [EvictedEvent]) -> (id: String, type: String, body: [UInt8]))?) throws(OutboxError) -> OutboxBatchResult {
+        guard !events.isEmpty || !memory.isEmpty else { return OutboxBatchResult(entries: [], evicted: [], report: nil) }
+        var after = size
+        let result = try transaction { () throws(OutboxError) -> OutboxBatchResult in
+            after = size
+            try write(memory: memory)
+            guard !events.isEmpty else { return OutboxBatchResult(entries: [], evicted: [], report: nil) }
+            var sequence = try queryInt("SELECT value FROM meta WHERE key = 'last_sequence'") ?? 0
+            var entries: [OutboxEntry] = []
+            entries.reserveCapacity(events.count)
+            for event in events {
+                sequence += 1
+                let body = event.makeBody(sequence)
+                try run("INSERT INTO events (id, sequence, type, body, created_at_ms, sinks) VALUES (?, ?, ?, ?, ?, ?)",
+                        [.text(event.id), .int(sequence), .text(event.type), .blob(body), .int(event.createdAtMs), .int(sinks.rawValue)])
+                entries.append(OutboxEntry(id: event.id, sequence: sequence, type: event.type, body: body, createdAtMs: event.createdAtMs,
+                                           attempts: 0, lastError: nil))
+                after.rows += 1
+                after.bytes += Int64(body.count)
+            }
+            var evicted: [EvictedEvent] = []
+            if let bounds { evicted = try evict(to: bounds, size: &after) }
+            var reportEntry: OutboxEntry?
+            if !evicted.isEmpty {
+                try run("UPDATE meta SET value = value + ? WHERE key = 'evicted'", [.int(Int64(evicted.count))])
+                if let report {
+                    sequence += 1
+                    let r = report(sequence, evicted)
+                    let createdAtMs = events[events.count - 1].createdAtMs
+                    try run("INSERT INTO events (id, sequence, type, body, created_at_ms, sinks) VALUES (?, ?, ?, ?, ?, ?)",
+                            [.text(r.id), .int(sequence), .text(r.type), .blob(r.body), .int(createdAtMs), .int(sinks.rawValue)])
+                    after.rows += 1
+                    after.bytes += Int64(r.body.count)
+                    reportEntry = OutboxEntry(id: r.id, sequence: sequence, type: r.type, body: r.body, createdAtMs: createdAtMs, attempts: 0, lastError: nil)
+                }
+            }
+            try run("UPDATE meta SET value = ? WHERE key = 'last_sequence'", [.int(sequence)])
+            return OutboxBatchResult(entries: entries, evicted: evicted, report: reportEntry)
+        }
+        locked { size = after }
+        return result
+    }
+
+    /// Eviction order: lowest priority first, then oldest. Reports (gateway.*) are never victims.
+    func evict(to bounds: OutboxBounds, size: inout (rows: Int64, bytes: Int64)) throws(OutboxError) -> [EvictedEvent] {
+        var evicted: [EvictedEvent] = []
+        while true {
+            guard size.rows > Int64(bounds.maxEvents) || size.bytes > Int64(bounds.maxBytes) else { return evicted }
+            let stmt = try prepare("""
+                SELECT id, sequence, type FROM events WHERE type NOT LIKE 'gateway.%'
+                ORDER BY CASE WHEN type LIKE 'doorbell.%' THEN 2 WHEN type LIKE 'beacon.%' THEN 1 ELSE 0 END, sequence LIMIT 1
+                """)
+            let rc = sqlite3_step(stmt)
+            guard rc == SQLITE_ROW else {
+                sqlite3_reset(stmt)
+                if rc == SQLITE_DONE { return evicted } // only reports left: nothing more to take
+                throw fail(rc, "cannot choose an event to evict")
+            }
+            let victim = EvictedEvent(id: text(stmt, 0) ?? "", sequence: sqlite3_column_int64(stmt, 1), type: text(stmt, 2) ?? "")
+            sqlite3_reset(stmt)
+            if let length = try delete(id: victim.id, where: "1") {
+                size.rows -= 1
+                size.bytes -= length
+            }
+            evicted.append(victim)
+        }
+    }
+
+    /// The cloud's queue, in sequence order.
+    public func pending(limit: Int) throws(OutboxError) -> [OutboxEntry] { try entries(dead: false, limit: limit) }
+
+    public func deadLetters(limit: Int) throws(OutboxError) -> [OutboxEntry] { try entries(dead: true, limit: limit) }
+
+    func entries(dead: Bool, limit: Int) throws(OutboxError) -> [OutboxEntry] {
+        try select("SELECT id, sequence, type, body, created_at_ms, attempts, last_error, dead FROM events WHERE dead = ? AND sinks & 1 != 0 ORDER BY sequence LIMIT ?",
+                   [dead ? 1 : 0, Int64(limit)])
+    }
+
+    /// What the MQTT sink has still to publish after `sequence`, in order (dead letters too: the
+    /// cloud refusing an event is no reason to keep it from the house).
+    public func pendingForMQTT(after sequence: Int64, limit: Int) throws(OutboxError) -> [OutboxEntry] {
+        try select("SELECT id, sequence, type, body, created_at_ms, attempts, last_error, dead FROM events WHERE sequence > ? AND sinks & 2 != 0 ORDER BY sequence LIMIT ?",
+                   [sequence, Int64(limit)])
+    }
+
+    /// The broker acknowledged these (PUBACK); rows no other sink waits for leave. One transaction.
+    public func acknowledgeMQTT(_ ids: [String]) throws(OutboxError) {
+        guard !ids.isEmpty else { return }
+        let gone = try transaction { () throws(OutboxError) -> (rows: Int64, bytes: Int64) in
+            var gone = (rows: Int64(0), bytes: Int64(0))
+            for id in ids {
+                try run("UPDATE events SET sinks = sinks & ~2 WHERE id = ?", [.text(id)])
+                if let length = try delete(id: id, where: "sinks = 0") { gone.rows += 1; gone.bytes += length }
+            }
+            return gone
+        }
+        locked { size.rows -= gone.rows; size.bytes -= gone.bytes }
+    }
+
+    func select(_ sql: String, _ ints: [Int64]) throws(OutboxError) -> [OutboxEntry] {
+        try locked { () throws(OutboxError) -> [OutboxEntry] in
+            let stmt = try prepare(sql)
+            defer { sqlite3_reset(stmt) }
+            for (i, v) in ints.enumerated() { sqlite3_bind_int64(stmt, Int32(i + 1), v) }
+            var out: [OutboxEntry] = []
+            while true {
+                let rc = sqlite3_step(stmt)
+                if rc == SQLITE_DONE { break }
+                guard rc == SQLITE_ROW else { throw fail(rc, "cannot read the outbox") }
+                let count = Int(sqlite3_column_bytes(stmt, 3))
+                var body = [UInt8](repeating: 0, count: count)
+                if count > 0, let blob = sqlite3_column_blob(stmt, 3) {
+                    body.withUnsafeMutableBytes { $0.copyMemory(from: UnsafeRawBufferPointer(start: blob, count: count)) }
+                }
+                out.append(OutboxEntry(
+                    id: text(stmt, 0) ?? "", sequence: sqlite3_column_int64(stmt, 1), type: text(stmt, 2) ?? "",
+                    body: body, createdAtMs: sqlite3_column_int64(stmt, 4), attempts: Int(sqlite3_column_int64(stmt, 5)),
+                    lastError: text(stmt, 6), dead: sqlite3_column_int64(stmt, 7) != 0))
+            }
+            return out
+        }
+    }
+
+    public func markDelivered(id: String) throws(OutboxError) { try settle(delivered: [id]) }
+
+    /// What became of a window of deliveries: acknowledged rows leave, refused ones are parked,
+    /// failed ones count an attempt — all in one transaction (one fsync, shared page writes).
+    /// A power cut before the commit sends the acknowledged ones again; receivers deduplicate.
+    public func settle(delivered: [String], failed: [(id: String, error: String, nextAttemptAtMs: Int64)] = [],
+                       dead: [(id: String, error: String)] = []) throws(OutboxError) {
+        guard !delivered.isEmpty || !failed.isEmpty || !dead.isEmpty else { return }
+        let gone = try transaction { () throws(OutboxError) -> (rows: Int64, bytes: Int64) in
+            var removed: Int64 = 0
+            var gone = (rows: Int64(0), bytes: Int64(0))
+            for id in delivered {
+                try run("UPDATE events SET sinks = sinks & ~1 WHERE id = ? AND sinks & 1 != 0", [.text(id)])
+                removed += Int64(sqlite3_changes(db))
+                if let length = try delete(id: id, where: "sinks = 0") { gone.rows += 1; gone.bytes += length }
+            }
+            if removed > 0 { try run("UPDATE meta SET value = value + ? WHERE key = 'delivered'", [.int(removed)]) }
+            for f in failed {
+                try run("UPDATE events SET attempts = attempts + 1, last_error = ?, next_attempt_at_ms = ? WHERE id = ?",
+                        [.text(String(f.error.prefix(500))), .int(f.nextAttemptAtMs), .text(f.id)])
+            }
+            for d in dead {
+                try run("UPDATE events SET dead = 1, attempts = attempts + 1, last_error = ? WHERE id = ?",
+                        [.text(String(d.error.prefix(500))), .text(d.id)])
+            }
+            return gone
+        }
+        locked { size.rows -= gone.rows; size.bytes -= gone.bytes }
+    }
+
+    /// Rewrites the bodies of several events before their first delivery (clock correction), in one transaction.
+    public func replaceBodies(_ bodies: [(id: String, body: [UInt8])]) throws(OutboxError) {
+        guard !bodies.isEmpty else { return }
+        try transaction { () throws(OutboxError) in
+            for b in bodies { try run("UPDATE events SET body = ? WHERE id = ?", [.blob(b.body), .text(b.id)]) }
+        }
+        try locked { () throws(OutboxError) in try recount() } // rare (clock correction): a scan is fine
+    }
+
+    public func recordFailure(id: String, error message: String, nextAttemptAtMs: Int64) throws(OutboxError) {
+        try settle(delivered: [], failed: [(id, message, nextAttemptAtMs)])
+    }
+
+    public func stats() throws(OutboxError) -> OutboxStats {
+        try locked { () throws(OutboxError) -> OutboxStats in
+            let depth = try queryInt("SELECT COUNT(*) FROM events WHERE dead = 0") ?? 0
+            let oldest = try queryInt("SELECT MIN(created_at_ms) FROM events WHERE dead = 0")
+            let last = try queryInt("SELECT value FROM meta WHERE key = 'last_sequence'") ?? 0
+            let dead = try queryInt("SELECT COUNT(*) FROM events WHERE dead = 1") ?? 0
+            let evicted = try queryInt("SELECT value FROM meta WHERE key = 'evicted'") ?? 0
+            let bytes = size.bytes
+            let mqtt = sinks.contains(.mqtt) ? try queryInt("SELECT COUNT(*) FROM events WHERE sinks & 2 != 0") ?? 0 : 0
+            var stats = OutboxStats(depth: Int(depth), oldestCreatedAtMs: oldest, lastSequence: last, dead: Int(dead),
+                                    evicted: Int(evicted), bytes: Int(bytes))
+            stats.mqttPending = Int(mqtt)
+            return stats
+        }
+    }
+
+    /// The watchdog's question: does the database answer? One indexed row, no scan.
+    public func ping() -> Bool {
+        (try? locked { () throws(OutboxError) -> Int64? in try queryInt("SELECT value FROM meta WHERE key = 'last_sequence'") }) != nil
+    }
+
+    /// Moves dead letters back to the queue; returns how many.
+    @discardableResult
+    public func retryDead() throws(OutboxError) -> Int {
+        try locked { () throws(OutboxError) -> Int in
+            try run("UPDATE events SET dead = 0, attempts = 0 WHERE dead = 1", [])
+            return Int(sqlite3_changes(db))
+        }
+    }
+
+    /// Deletes dead letters (the only way an accepted event is ever dropped); returns how many.
+    @discardableResult
+    public func purgeDead() throws(OutboxError) -> Int {
+        try locked { () throws(OutboxError) -> Int in
+            try run("DELETE FROM events WHERE dead = 1", [])
+            let n = Int(sqlite3_changes(db))
+            try recount()
+            return n
+        }
+    }
+}
