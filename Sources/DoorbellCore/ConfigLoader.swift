@@ -205,7 +205,7 @@ public enum ConfigLoader {
                 if regions.contains(where: { $0.id == r.id }) { t.report("id", "duplicate region id \"\(r.id)\"") }
                 regions.append(r)
             }
-            if !radios.contains("ble") { t.report("", "iBeacon regions need [radio.ble]") }
+            if !radios.contains("ble") { t.report("", "\(t.has("namespace") ? "Eddystone" : "iBeacon") regions need [radio.ble]") }
             t.finish()
         }
 

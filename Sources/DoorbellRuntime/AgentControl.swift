@@ -41,7 +41,7 @@ extension Agent {
     /// Every transmitter heard lately, on every radio, newest first.
     func scanJSON() -> JSONValue {
         let ble = blePipeline.snapshot.heard.values.map { h -> (String, HeardTransmitter) in
-            ("ble", HeardTransmitter(identity: h.kind == "ibeacon" ? h.identity : h.address, model: h.kind, frames: h.adverts,
+            ("ble", HeardTransmitter(identity: h.identity, model: h.kind, frames: h.adverts,
                                      lastSeenWallMicros: h.lastSeenWallMicros, rssi: h.rssi.map(Double.init), deviceID: h.deviceID, match: h.snippet))
         }
         var all: [(String, HeardTransmitter)] = pipeline.snapshot.heard.values.map { ("rtl433", $0) }

@@ -27,6 +27,12 @@ extension Agent {
             m.add("doorbell_ook_glitches_total", "counter", "Receiver spikes folded by the glitch filter.", Double(o.edges.counters.glitches))
             m.add("doorbell_ook_words_total", "counter", "Fixed-code words decoded.", Double(o.decoder.counters.words))
         }
+        if bleRadio != nil {
+            for row in blePipeline.snapshot.counters.decoderRows {
+                m.add("doorbell_ble_decoder_adverts_total", "counter", "BLE adverts each decoder claimed: seen (decoded), corrupt or implausible.",
+                      Double(row.count), labels: [("radio", "ble"), ("decoder", row.decoder), ("verdict", row.verdict)])
+            }
+        }
         m.add("doorbell_observations_total", "counter", "Frames from configured devices.",
               Double(p.counters.frames - p.counters.unmatchedFrames + o.rf.counters.frames - o.rf.counters.unmatchedFrames))
         m.add("doorbell_unmatched_frames_total", "counter", "Frames from transmitters not in the config.", Double(p.counters.unmatchedFrames + o.rf.counters.unmatchedFrames))

@@ -51,6 +51,7 @@ extension Agent {
                 ("reports", .number(Double(c.reports))), ("ibeacons", .number(Double(c.ibeacons))), ("bthome", .number(Double(c.bthome))),
                 ("decrypt_failures", .number(Double(c.decryptFailures))), ("replays_refused", .number(Double(c.replaysRefused))),
                 ("downgrades_refused", .number(Double(c.downgradesRefused))), ("inside", .array(bp.presence.inside.map(JSONValue.string))),
+                ("decoders", c.decodersJSON), ("last_refused", bp.lastRefused.map(JSONValue.string) ?? .null),
                 ("restarts", .number(Double(r.restarts))), ("last_error", r.lastError.map(JSONValue.string) ?? .null),
             ]
             let mono = Clocks.monotonicMicros()

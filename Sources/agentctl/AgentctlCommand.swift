@@ -387,6 +387,13 @@ enum StatusTable {
                     if case let .array(list)? = r["inside"] { inside = list.compactMap(\.stringValue) }
                     rows.append(("radio ble", "\(text(r["state"])): \(text(r["reports"])) reports, \(text(r["bthome"])) BTHome, \(text(r["ibeacons"])) iBeacon, \(text(r["replays_refused"])) replays refused, \(text(r["decrypt_failures"])) bad MICs, \(text(r["restarts"])) restarts"))
                     if !inside.isEmpty { rows.append(("  inside", inside.joined(separator: ", "))) }
+                    if case let .object(decoders)? = r["decoders"] {
+                        let counts = decoders.filter { $0.0 != "observations" }.map { name, c in
+                            "\(name) \(text(c["seen"])) seen, \(text(c["corrupt"])) corrupt, \(text(c["implausible"])) implausible"
+                        }
+                        rows.append(("  decoders", counts.joined(separator: "; ")))
+                    }
+                    if let refused = r["last_refused"]?.stringValue { rows.append(("  last refused", refused)) }
                     if let hold = r["presence"]?["exits_on_hold"]?.stringValue { rows.append(("  exits on hold", hold)) }
                     if r["last_error"] != .null { rows.append(("  last error", text(r["last_error"]))) }
                     continue

@@ -44,6 +44,20 @@ final class BLERadioTests: XCTestCase {
         return VirtualRadio(child: child, port: Int(json["port"]?.intValue ?? 0), truth: truth)
     }
 
+    /// An HTTPS receiver that answers 200, and the secret file the agent signs for it with.
+    func acceptingReceiver(_ dir: TempDir) throws -> (receiver: ScriptedReceiver, secret: String) {
+        (try ScriptedReceiver(dir: dir, ["--script", "200"]), try dir.write("g.whsec", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n"))
+    }
+
+    /// Until the scenario is over, a beacon has left and every event is delivered.
+    func waitForVisitDelivered(_ radio: VirtualRadio, socket: String, seconds: Double) {
+        eventually(seconds, "scenario over, beacon left, outbox drained") {
+            let s = agentStatus(socket)
+            return truth(radio.truth).contains { $0["action"]?.stringValue == "scenario_end" } && (s?["events"]?["beacon.exited"]?.intValue ?? 0) >= 1
+                && s?["outbox"]?["depth"]?.intValue == 0
+        }
+    }
+
     func truth(_ path: String) -> [JSONValue] {
         ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "").split(separator: "\n").compactMap { try? JSONReader.parse(String($0)) }
     }
@@ -81,9 +95,8 @@ final class BLERadioTests: XCTestCase {
         let radio = try startRadio(dir, scenario: scenario)
         defer { radio.child.stop() }
         let socket = dir.file("control.sock")
-        let receiver = try ScriptedReceiver(dir: dir, ["--script", "200"])
+        let (receiver, secret) = try acceptingReceiver(dir)
         defer { receiver.stop() }
-        let secret = try dir.write("g.whsec", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n")
         func ble(port: Int) -> String { """
         [radio.ble]
         transport = "tcp"
@@ -118,12 +131,7 @@ final class BLERadioTests: XCTestCase {
         var agent = try startAgent(dir, config: config, socket: socket)
         defer { agent.stop() }
 
-        eventually(45, "scenario over, beacon left, outbox drained") {
-            let t = truth(radio.truth)
-            let s = agentStatus(socket)
-            return t.contains { $0["action"]?.stringValue == "scenario_end" } && (s?["events"]?["beacon.exited"]?.intValue ?? 0) >= 1
-                && s?["outbox"]?["depth"]?.intValue == 0
-        }
+        waitForVisitDelivered(radio, socket: socket, seconds: 45)
         let bodies = receiver.requests.compactMap { try? JSONReader.parse($0["body"]?.stringValue ?? "") }
         let t = truth(radio.truth)
 

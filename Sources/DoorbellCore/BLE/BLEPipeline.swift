@@ -1,5 +1,6 @@
-// HCI advertising reports → events: AD walk, iBeacon and BTHome decoders, configured devices
-// (BTHome buttons by address, with their bindkeys) and beacon regions, then the trackers. A new
+// HCI advertising reports → events: AD walk, the decoders of BLEDecoderRegistry (first
+// observation wins; every other answer counted per decoder), configured devices (BTHome buttons by
+// address, with their bindkeys) and beacon regions (iBeacon, Eddystone-UID), then the trackers. A new
 // BTHome packet id is one press; it then goes through the same ButtonTracker cooldown as RF
 // presses (`[tracker.button] cooldown_ms`), per button of a device.
 // Pure: every call carries its receive time and whether the radio is healthy.
@@ -8,21 +9,33 @@
 /// rotating random addresses, a busy street is a new advertiser every few reports.
 public struct HeardAdvertiser: Sendable, Equatable {
     public var addressBytes: [UInt8]
-    /// "ibeacon" or "bthome".
+    /// "ibeacon", "bthome" or "eddystone".
     public var kind: String
     /// The iBeacon it announces (kind "ibeacon").
     public var beacon: IBeacon?
+    /// The Eddystone-UID it announces, and its last telemetry (kind "eddystone"; an EID or URL
+    /// beacon has neither UID nor telemetry).
+    public var eddystone: EddystoneUID?
+    public var telemetry: EddystoneTelemetry?
     public var adverts = 0
     public var rssi: Int8?
     public var lastSeenWallMicros: Int64
     public var deviceID: String?
 
     public var address: String { Hex.encode(addressBytes, uppercase: true, separator: UInt8(ascii: ":")) }
-    /// "uuid/major/minor" for an iBeacon, the address otherwise.
-    public var identity: String { beacon.map { "\($0.uuidString)/\($0.major)/\($0.minor)" } ?? address }
+    /// "uuid/major/minor" for an iBeacon, "namespace/instance" for an Eddystone-UID, the address otherwise.
+    public var identity: String {
+        if let b = beacon { return "\(b.uuidString)/\(b.major)/\(b.minor)" }
+        if let u = eddystone { return "\(u.namespaceHex)/\(u.instanceHex)" }
+        return address
+    }
     /// A ready-to-paste TOML snippet selecting it.
     public var snippet: String {
         if let b = beacon { return "[[region]]\nid = \"...\"\nuuid = \"\(b.uuidString)\"\nmajor = \(b.major)\nminor = \(b.minor)" }
+        if let u = eddystone { return "[[region]]\nid = \"...\"\nnamespace = \"\(u.namespaceHex)\"\ninstance = \"\(u.instanceHex)\"" }
+        if kind == "eddystone" {
+            return "# Eddystone without a UID frame (EID, URL or telemetry only): no region can match it; give the beacon a UID slot"
+        }
         return "[[device]]\nid = \"...\"\nradio = \"ble\"\nmatch = { address = \"\(address)\" }"
     }
 }
@@ -30,13 +43,37 @@ public struct HeardAdvertiser: Sendable, Equatable {
 public struct BLEPipeline: Sendable {
     public struct Counters: Sendable, Equatable {
         public var reports = 0
-        public var ibeacons = 0
-        public var bthome = 0
+        /// Per decoder of BLEDecoderRegistry.all, in its order.
+        public var decoders = [BLEDecoderCounts](repeating: BLEDecoderCounts(), count: BLEDecoderRegistry.all.count)
+        /// Observations by BLEObservationKind.
+        public var observations = [Int](repeating: 0, count: BLEObservationKind.allCases.count)
+        public var ibeacons: Int { observations[BLEObservationKind.iBeacon.rawValue] }
+        public var bthome: Int { observations[BLEObservationKind.bthome.rawValue] }
         public var truncatedAD = 0
         public var decryptFailures = 0
         public var replaysRefused = 0
         public var downgradesRefused = 0
         public var encryptedWithoutKey = 0
+
+        public func decoder(_ name: String) -> BLEDecoderCounts {
+            BLEDecoderRegistry.names.firstIndex(of: name).map { decoders[$0] } ?? BLEDecoderCounts()
+        }
+
+        /// `decoders` object of the BLE radio in `agentctl status`: name → seen / corrupt / implausible,
+        /// and the observations by kind.
+        public var decodersJSON: JSONValue {
+            .object(zip(BLEDecoderRegistry.names, decoders).map { name, c in
+                (name, .object([("seen", .number(Double(c.seen))), ("corrupt", .number(Double(c.corrupt))),
+                                ("implausible", .number(Double(c.implausible)))]))
+            } + [("observations", .object(BLEObservationKind.allCases.map { ($0.name, .number(Double(observations[$0.rawValue]))) }))])
+        }
+
+        /// The rows of `doorbell_ble_decoder_adverts_total{decoder, verdict}`.
+        public var decoderRows: [(decoder: String, verdict: String, count: Int)] {
+            zip(BLEDecoderRegistry.names, decoders).flatMap { name, c in
+                [(name, "seen", c.seen), (name, "corrupt", c.corrupt), (name, "implausible", c.implausible)]
+            }
+        }
     }
 
     public let devices: [DeviceConfig]
@@ -49,6 +86,12 @@ public struct BLEPipeline: Sendable {
     public private(set) var heard: [UInt64: HeardAdvertiser] = [:]
     private var deviceByAddress: [UInt64: DeviceConfig] = [:]
     public private(set) var lastProblem: String?
+    /// The last advert a decoder refused, "decoder: reason (address)": what to look at when the
+    /// corrupt or implausible counts grow.
+    public private(set) var lastRefused: String?
+    /// The last Eddystone telemetry per beacon namespace+instance (pairing by address, as the
+    /// spec interleaves them), for the presence events. Bounded like `heard`.
+    private var telemetryByUID: [[UInt8]: EddystoneTelemetry] = [:]
     public static let maxHeard = 128
 
     public init(devices: [DeviceConfig], regions: [BeaconRegion], memory: [String: BTHomeButtonTracker.DeviceMemory] = [:],
@@ -88,20 +131,48 @@ public struct BLEPipeline: Sendable {
         let rssi = report.rssi ?? -127
         var events: [AgentEvent] = []
 
-        if let beacon = IBeaconDecoder.decode(structures) {
-            counters.ibeacons += 1
+        var observation: BLEObservation?
+        for (i, decoder) in BLEDecoderRegistry.all.enumerated() {
+            switch decoder.verdict(structures) {
+            case .notMine: continue
+            case let .corrupt(reason):
+                counters.decoders[i].corrupt += 1
+                refused(decoder.descriptor.name, reason, key: key, report: report)
+            case let .implausible(reason):
+                counters.decoders[i].implausible += 1
+                refused(decoder.descriptor.name, reason, key: key, report: report)
+            case let .observation(o):
+                counters.decoders[i].seen += 1
+                counters.observations[o.kind.rawValue] += 1
+                observation = o
+            }
+            if observation != nil { break }
+        }
+
+        switch observation {
+        case let .iBeacon(beacon)?:
             let region = presence.regions.first { $0.matches(beacon) }?.id
             note(key, report: report, kind: "ibeacon", beacon: beacon, time: time, deviceID: region)
             // A sighting is also proof that the scanner hears the air (observe counts it).
             for o in presence.observe(beacon, rssi: rssi, at: time.monoMicros) { events.append(presenceEvent(o, time: time)) }
-        } else {
+        case let .eddystone(.uid(uid))?:
+            let region = presence.regions.first { $0.matches(.eddystone(uid)) }?.id
+            note(key, report: report, kind: "eddystone", eddystone: uid, time: time, deviceID: region)
+            if let t = heard[key]?.telemetry { remember(t, of: uid) } // telemetry heard before the first UID
+            for o in presence.observe(.eddystone(uid), rssi: rssi, at: time.monoMicros) { events.append(presenceEvent(o, time: time)) }
+        case let .eddystone(frame)?:
             presence.heardSomething(at: time.monoMicros)
-            if let serviceData = ADWalker.serviceData(structures, uuid16: BTHomeDecoder.uuid16) {
-                counters.bthome += 1
-                let config = device(key: key, report: report)
-                note(key, report: report, kind: "bthome", beacon: nil, time: time, deviceID: config?.id)
-                if let config { events += button(serviceData, report: report, config: config, time: time) }
-            }
+            var telemetry: EddystoneTelemetry?
+            if case let .telemetry(t) = frame { telemetry = t }
+            note(key, report: report, kind: "eddystone", telemetry: telemetry, time: time, deviceID: nil)
+            if let telemetry, let uid = heard[key]?.eddystone { remember(telemetry, of: uid) }
+        case let .bthome(serviceData)?:
+            presence.heardSomething(at: time.monoMicros)
+            let config = device(key: key, report: report)
+            note(key, report: report, kind: "bthome", time: time, deviceID: config?.id)
+            if let config { events += button(serviceData, report: report, config: config, time: time) }
+        case nil:
+            presence.heardSomething(at: time.monoMicros)
         }
         events += presence.tick(at: time.monoMicros, radioHealthy: radioHealthy).map { presenceEvent($0, time: time) }
         return events
@@ -178,8 +249,36 @@ public struct BLEPipeline: Sendable {
         }
     }
 
+    /// A decoder recognised the advert and refused it: counted by the caller; a configured device's
+    /// refusal is also its last problem.
+    mutating func refused(_ decoder: String, _ reason: String, key: UInt64, report: BLEAdvertisingReport) {
+        lastRefused = "\(decoder): \(reason) (\(report.addressString))"
+        if let d = deviceByAddress[key] { lastProblem = "\(d.id): \(reason)" }
+    }
+
+    mutating func remember(_ telemetry: EddystoneTelemetry, of uid: EddystoneUID) {
+        let id = uid.namespace + uid.instance
+        if telemetryByUID[id] == nil && telemetryByUID.count >= Self.maxHeard { telemetryByUID.removeAll(keepingCapacity: true) }
+        telemetryByUID[id] = telemetry
+    }
+
+    /// The identity fields of a presence event.
+    func beaconData(_ beacon: Beacon) -> [(String, JSONValue)] {
+        switch beacon {
+        case let .iBeacon(b):
+            return [("uuid", .string(b.uuidString)), ("major", .number(Double(b.major))), ("minor", .number(Double(b.minor)))]
+        case let .eddystone(u):
+            var data: [(String, JSONValue)] = [("namespace", .string(u.namespaceHex)), ("instance", .string(u.instanceHex))]
+            if let t = telemetryByUID[u.namespace + u.instance] {
+                if let mv = t.battery { data.append(("battery_mv", .number(Double(mv)))) }
+                if let c = t.temperature { data.append(("temperature_c", .number(c))) }
+            }
+            return data
+        }
+    }
+
     func presenceEvent(_ o: PresenceTracker.Output, time: ReceiveTime) -> AgentEvent {
-        let (type, regionID, beacon, rssi, extra): (EventType, String, IBeacon, Double, [(String, JSONValue)])
+        let (type, regionID, beacon, rssi, extra): (EventType, String, Beacon, Double, [(String, JSONValue)])
         switch o {
         case let .entered(region, b, r, proximity):
             (type, regionID, beacon, rssi, extra) = (.beaconEntered, region, b, r, [("proximity", .string(proximity.rawValue))])
@@ -190,19 +289,22 @@ public struct BLEPipeline: Sendable {
         let region = presence.regions.first { $0.id == regionID }
         var e = AgentEvent(type: type, device: DeviceRef(id: regionID, name: region?.name ?? regionID, radio: "ble"),
                            occurredAtMicros: time.wallMicros, clockSynced: time.clockSynced,
-                           data: .object([("uuid", .string(beacon.uuidString)), ("major", .number(Double(beacon.major))),
-                                          ("minor", .number(Double(beacon.minor))), ("rssi_db", .number((rssi * 10).rounded() / 10))] + extra))
+                           data: .object(beaconData(beacon) + [("rssi_db", .number((rssi * 10).rounded() / 10))] + extra))
         e.monotonicMicros = time.monoMicros
         return e
     }
 
     /// Counts an advert; no text is made here (see HeardAdvertiser).
-    mutating func note(_ key: UInt64, report: BLEAdvertisingReport, kind: String, beacon: IBeacon?, time: ReceiveTime, deviceID: String?) {
+    mutating func note(_ key: UInt64, report: BLEAdvertisingReport, kind: String, beacon: IBeacon? = nil, eddystone: EddystoneUID? = nil,
+                       telemetry: EddystoneTelemetry? = nil, time: ReceiveTime, deviceID: String?) {
         if let i = heard.index(forKey: key) {
             // One lookup, updated in place.
             heard.values[i].adverts += 1
             if let rssi = report.rssi { heard.values[i].rssi = rssi }
             heard.values[i].lastSeenWallMicros = time.wallMicros
+            // Eddystone interleaves UID and TLM frames from one address: keep both.
+            if let eddystone { heard.values[i].eddystone = eddystone; heard.values[i].deviceID = deviceID }
+            if let telemetry { heard.values[i].telemetry = telemetry }
             return
         }
         if heard.count >= Self.maxHeard {
@@ -211,7 +313,7 @@ public struct BLEPipeline: Sendable {
             let stale = heard.map { ($0.key, $0.value.lastSeenWallMicros) }.sorted { $0.1 < $1.1 }.prefix(Self.maxHeard / 4)
             for (k, _) in stale { heard[k] = nil }
         }
-        heard[key] = HeardAdvertiser(addressBytes: report.address, kind: kind, beacon: beacon, adverts: 1, rssi: report.rssi,
-                                     lastSeenWallMicros: time.wallMicros, deviceID: deviceID)
+        heard[key] = HeardAdvertiser(addressBytes: report.address, kind: kind, beacon: beacon, eddystone: eddystone, telemetry: telemetry,
+                                     adverts: 1, rssi: report.rssi, lastSeenWallMicros: time.wallMicros, deviceID: deviceID)
     }
 }

@@ -93,8 +93,21 @@ public enum BTHomeError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-public enum BTHomeDecoder {
+public enum BTHomeDecoder: BLEAdvertDecoder {
     public static let uuid16: UInt16 = 0xFCD2
+
+    public static let descriptor = BLEDecoderDescriptor(name: "bthome", summary: "BTHome v2 buttons (service data 0xFCD2), plain or AES-CCM")
+
+    /// What can be judged without the device's bindkey; the objects are read by `decode` once
+    /// the pipeline knows which configured device sent them.
+    public static func verdict(_ structures: [ADStructure]) -> BLEVerdict {
+        guard let serviceData = ADWalker.serviceData(structures, uuid16: uuid16) else { return .notMine }
+        guard let info = serviceData.first else { return .corrupt(BTHomeError.empty.description) }
+        let version = Int(info >> 5)
+        guard version == 2 else { return .implausible(BTHomeError.unsupportedVersion(version).description) }
+        if info & 0x01 != 0 && serviceData.count < 9 { return .corrupt(BTHomeError.tooShortForEncryption.description) }
+        return .observation(.bthome(serviceData: serviceData))
+    }
 
     /// Value length of each known object id (0 = variable: the first value byte is the length).
     static let lengths: [UInt8: Int] = {

@@ -13,6 +13,15 @@ public struct BLEAdvertisingReport: Sendable, Equatable {
     public var data: [UInt8]
     public var extended: Bool
 
+    public init(address: [UInt8], addressType: UInt8 = 1, eventType: UInt16 = 3, rssi: Int8?, data: [UInt8], extended: Bool = false) {
+        self.address = address
+        self.addressType = addressType
+        self.eventType = eventType
+        self.rssi = rssi
+        self.data = data
+        self.extended = extended
+    }
+
     public var addressString: String {
         Hex.encode(address, uppercase: true, separator: UInt8(ascii: ":"))
     }

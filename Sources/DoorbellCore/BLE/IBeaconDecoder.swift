@@ -28,8 +28,7 @@ public struct IBeacon: Sendable, Equatable, Hashable {
 
     /// "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0" (dashes optional, any case) → 16 bytes.
     public static func parse(uuid text: String) -> [UInt8]? {
-        guard let bytes = Hex.decode(text.filter { $0 != "-" }), bytes.count == 16 else { return nil }
-        return bytes
+        Hex.decode(text.filter { $0 != "-" }, count: 16)
     }
 
     /// The manufacturer-data payload an iBeacon advertises (for the base station's own beacon).
@@ -38,16 +37,40 @@ public struct IBeacon: Sendable, Equatable, Hashable {
     }
 }
 
-public enum IBeaconDecoder {
+public enum IBeaconDecoder: BLEAdvertDecoder {
+    public static let descriptor = BLEDecoderDescriptor(
+        name: "ibeacon", summary: "Apple iBeacon: proximity UUID, major, minor, measured power at 1 m",
+        regionKeys: [("uuid", "the proximity UUID, e.g. uuid = \"E2C56DB5-DFFB-48D2-B060-D0F5A71096E0\""),
+                     ("major", "matches UUID+major when given"), ("minor", "matches UUID+major+minor (needs major)")])
+
+    /// Apple's iBeacon prefix with another length is an iBeacon gone wrong (corrupt); Apple's
+    /// other formats (Nearby Info, AirDrop, Find My) are not mine.
+    public static func verdict(_ structures: [ADStructure]) -> BLEVerdict {
+        var wrongLength: Int?
+        for s in structures where s.type == ADStructure.manufacturerData && hasPrefix(s.data) {
+            if let beacon = read(s.data) { return .observation(.iBeacon(beacon)) }
+            wrongLength = wrongLength ?? s.data.count
+        }
+        return wrongLength.map { .corrupt("iBeacon manufacturer data of \($0) bytes, not 25") } ?? .notMine
+    }
+
     public static func decode(_ structures: [ADStructure]) -> IBeacon? {
-        for s in structures where s.type == ADStructure.manufacturerData {
-            let d = s.data
-            let b = d.startIndex
-            guard d.count == 25, d[b] == 0x4C, d[b + 1] == 0x00, d[b + 2] == 0x02, d[b + 3] == 0x15 else { continue }
-            let d0 = Array(d)
-            return IBeacon(uuid: Array(d0[4..<20]), major: UInt16(d0[20]) << 8 | UInt16(d0[21]),
-                           minor: UInt16(d0[22]) << 8 | UInt16(d0[23]), measuredPower: Int8(bitPattern: d0[24]))
+        for s in structures where s.type == ADStructure.manufacturerData && hasPrefix(s.data) {
+            if let beacon = read(s.data) { return beacon }
         }
         return nil
+    }
+
+    /// Apple (0x004C), type 0x02, length 0x15.
+    static func hasPrefix(_ d: ArraySlice<UInt8>) -> Bool {
+        let b = d.startIndex
+        return d.count >= 4 && d[b] == 0x4C && d[b + 1] == 0x00 && d[b + 2] == 0x02 && d[b + 3] == 0x15
+    }
+
+    static func read(_ d: ArraySlice<UInt8>) -> IBeacon? {
+        guard d.count == 25 else { return nil }
+        let b = d.startIndex
+        return IBeacon(uuid: Array(d[b + 4..<b + 20]), major: UInt16(d[b + 20]) << 8 | UInt16(d[b + 21]),
+                       minor: UInt16(d[b + 22]) << 8 | UInt16(d[b + 23]), measuredPower: Int8(bitPattern: d[b + 24]))
     }
 }

@@ -1,5 +1,6 @@
-// iBeacon regions → arrivals and departures. A region matches like CLBeaconRegion: UUID, UUID +
-// major, or UUID + major + minor. Per region (and per beacon identity inside it), RSSI is
+// Beacon regions → arrivals and departures. An iBeacon region matches like CLBeaconRegion: UUID,
+// UUID + major, or UUID + major + minor; an Eddystone region matches the UID's namespace, or
+// namespace + instance. Per region (and per beacon identity inside it), RSSI is
 // smoothed (exponential, `smoothing` weight for the new sample); `entered` after `minSamples`
 // sightings at or above `enterRSSI`; `exited` after `exitTimeout` without a sighting, or when the
 // smoothed RSSI falls `hysteresisDB` below the enter level.
@@ -13,12 +14,30 @@
 // No exit while the radio is degraded either, and a timeout exit also needs some advert, from any
 // device, received after the beacon's last sighting. Pure: time comes in with every call.
 
+/// What a region can match: both kinds enter and leave by the same rules.
+public enum Beacon: Sendable, Equatable {
+    case iBeacon(IBeacon)
+    case eddystone(EddystoneUID)
+
+    /// Expected RSSI at 1 m, for proximity. Eddystone sends its power at 0 m; its spec puts the
+    /// loss over the first metre at 41 dB.
+    public var measuredPowerAt1m: Int8 {
+        switch self {
+        case let .iBeacon(b): b.measuredPower
+        case let .eddystone(u): Int8(clamping: Int(u.txPower) - 41)
+        }
+    }
+}
+
 public struct BeaconRegion: Sendable, Equatable {
+    public enum Selector: Sendable, Equatable {
+        case iBeacon(uuid: [UInt8], major: UInt16?, minor: UInt16?)
+        case eddystone(namespace: [UInt8], instance: [UInt8]?)
+    }
+
     public var id: String
     public var name: String
-    public var uuid: [UInt8]
-    public var major: UInt16?
-    public var minor: UInt16?
+    public var selector: Selector
     public var enterRSSI: Int = -80
     public var minSamples: Int = 3
     public var exitTimeoutMicros: Int64 = 30_000_000
@@ -26,13 +45,35 @@ public struct BeaconRegion: Sendable, Equatable {
     public init(id: String, name: String, uuid: [UInt8], major: UInt16? = nil, minor: UInt16? = nil) {
         self.id = id
         self.name = name
-        self.uuid = uuid
-        self.major = major
-        self.minor = minor
+        selector = .iBeacon(uuid: uuid, major: major, minor: minor)
     }
 
-    public func matches(_ b: IBeacon) -> Bool {
-        b.uuid == uuid && (major.map { $0 == b.major } ?? true) && (minor.map { $0 == b.minor } ?? true)
+    public init(id: String, name: String, namespace: [UInt8], instance: [UInt8]? = nil) {
+        self.id = id
+        self.name = name
+        selector = .eddystone(namespace: namespace, instance: instance)
+    }
+
+    /// The iBeacon selector's parts (empty / nil for an Eddystone region).
+    public var uuid: [UInt8] { if case let .iBeacon(u, _, _) = selector { u } else { [] } }
+    public var major: UInt16? { if case let .iBeacon(_, m, _) = selector { m } else { nil } }
+    public var minor: UInt16? { if case let .iBeacon(_, _, m) = selector { m } else { nil } }
+
+    /// "iBeacon" or "Eddystone", as people name the formats.
+    public var format: String { if case .eddystone = selector { "Eddystone" } else { "iBeacon" } }
+
+    public func matches(_ b: IBeacon) -> Bool { matches(.iBeacon(b)) }
+
+    public func matches(_ beacon: Beacon) -> Bool {
+        // One switch at a time: a tuple of the two enums would copy both on every sighting.
+        switch selector {
+        case let .iBeacon(uuid, major, minor):
+            guard case let .iBeacon(b) = beacon else { return false }
+            return b.uuid == uuid && (major.map { $0 == b.major } ?? true) && (minor.map { $0 == b.minor } ?? true)
+        case let .eddystone(namespace, instance):
+            guard case let .eddystone(u) = beacon else { return false }
+            return u.namespace == namespace && (instance.map { $0 == u.instance } ?? true)
+        }
     }
 }
 
@@ -56,12 +97,12 @@ public enum Proximity: String, Sendable, Equatable {
 
 public struct PresenceTracker: Sendable {
     public enum Output: Sendable, Equatable {
-        case entered(region: String, beacon: IBeacon, rssi: Double, proximity: Proximity)
-        case exited(region: String, beacon: IBeacon, rssi: Double, dwellMicros: Int64, reason: String)
+        case entered(region: String, beacon: Beacon, rssi: Double, proximity: Proximity)
+        case exited(region: String, beacon: Beacon, rssi: Double, dwellMicros: Int64, reason: String)
     }
 
     struct Visit {
-        var beacon: IBeacon
+        var beacon: Beacon
         var smoothed: Double
         var samples = 0
         var inside = false
@@ -114,7 +155,9 @@ public struct PresenceTracker: Sendable {
         reportsHeard += 1
     }
 
-    public mutating func observe(_ beacon: IBeacon, rssi: Int8, at now: Int64) -> [Output] {
+    public mutating func observe(_ beacon: IBeacon, rssi: Int8, at now: Int64) -> [Output] { observe(.iBeacon(beacon), rssi: rssi, at: now) }
+
+    public mutating func observe(_ beacon: Beacon, rssi: Int8, at now: Int64) -> [Output] {
         heardSomething(at: now)
         let live = liveMicros(at: now)
         var out: [Output] = []
@@ -130,7 +173,7 @@ public struct PresenceTracker: Sendable {
                     v.inside = true
                     v.enteredAt = live
                     out.append(.entered(region: r.id, beacon: beacon, rssi: v.smoothed,
-                                        proximity: Proximity.classify(rssi: v.smoothed, measuredPower: beacon.measuredPower)))
+                                        proximity: Proximity.classify(rssi: v.smoothed, measuredPower: beacon.measuredPowerAt1m)))
                 }
             } else {
                 v.samples += 1

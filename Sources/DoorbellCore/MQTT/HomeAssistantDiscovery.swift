@@ -96,7 +96,7 @@ public enum HomeAssistantDiscovery {
                 ("name", .null), ("unique_id", .string("\(node)_\(object)_presence")),
                 ("state_topic", .string(topics.presence(r.id))), ("payload_on", .string("ON")), ("payload_off", .string("OFF")),
                 ("device_class", .string("presence")), ("json_attributes_topic", .string(topics.presenceAttributes(r.id))),
-                ("device", child(r.id, r.name, model: "iBeacon region")),
+                ("device", child(r.id, r.name, model: "\(r.format) region")),
             ] + availability)
         }
 
