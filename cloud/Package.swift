@@ -5,10 +5,11 @@ import PackageDescription
 //   CloudCore    pure: Standard Webhooks signature checks (v1 HMAC-SHA256, v1a Ed25519),
 //                timestamp tolerance, event body validation. No I/O.
 //   CloudStore   accounts, gateways, doorbells, shares, phones, events and deliveries, in SQLite
-//                (C API via CSQLite, on a thread of its own, one statement at a time) or PostgreSQL
+//                (C API via CSQLite, on a thread of its own, one session at a time) or PostgreSQL
 //                (postgres-nio: a pool of non-blocking connections): the same SQL for both, and an
 //                async API that never blocks a thread serving requests.
-//   CloudPush    APNs: provider JWT, payloads, the HTTP/2 client (AsyncHTTPClient), the fan-out worker.
+//   CloudPush    APNs: provider JWT, payloads, the HTTP/2 client (AsyncHTTPClient), the fan-out worker
+//                (on threads of its own at a lower priority than the request threads).
 //   CloudServer  the HTTPS endpoints (Hummingbird 2), wiring the layers together.
 //   doorbell-cloud  the command line (`serve`, `events`).
 let package = Package(

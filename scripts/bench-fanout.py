@@ -164,6 +164,7 @@ class API:
         self.port, self.token = port, token
         self.context = ssl.create_default_context(cafile=ca)
         self.conn = None
+        self.last = 0.0
 
     def call(self, method, path, body=None, headers=None, token=True):
         data = json.dumps(body).encode() if isinstance(body, (dict, list)) else body
@@ -171,6 +172,11 @@ class API:
         if token:
             h["Authorization"] = "Bearer " + self.token
         h.update(headers or {})
+        if self.conn is not None and time.monotonic() - self.last > 5:
+            # doorbell-cloud closes a connection idle for --header-timeout-seconds (10 s): a POST
+            # on it would fail (and is not retried), so open a new one first.
+            self.conn.close()
+            self.conn = None
         for attempt in (1, 2):
             if self.conn is None:
                 self.conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=self.context, timeout=30)
@@ -184,6 +190,7 @@ class API:
                 self.conn = None
                 if attempt == 2 or method == "POST":
                     raise
+        self.last = time.monotonic()
         if response.will_close:
             self.conn.close()
             self.conn = None
@@ -266,7 +273,7 @@ class Receiver:
              "--tls-cert", cert, "--tls-key", key, "--db", self.db,
              "--apns-key", os.path.join(args.workdir, "apns.p8"), "--apns-key-id", KEY_ID, "--apns-team-id", TEAM_ID,
              "--apns-topic", TOPIC, "--apns-sandbox-url", apns_url, "--apns-production-url", apns_url,
-             "--apns-ca", self.ca, "--apns-concurrency", str(concurrency)],
+             "--apns-ca", self.ca, "--apns-concurrency", str(concurrency)] + args.serve_arg,
             stdout=open(os.path.join(work, "cloud.out"), "w"), stderr=open(self.cloud_err, "w"))
         self.port = wait_ready(cloud_ready, self.cloud, "doorbell-cloud serve", self.cloud_err)
 
@@ -411,7 +418,9 @@ def ingest_under_fan_out(args, children, backend, db):
             raise Failure(f"{name}: POST /events failed: {errors[0]}")
         return latencies
 
+    idle_load = [os.getloadavg()[0]]
     idle = load(lambda: False, per_gateway=args.ingest_events)
+    idle_load.append(os.getloadavg()[0])
     answered = AnswerCounter(r.apns_log)
     event_id = uuid7()
     body, headers = signed_press(r.secret, event_id)
@@ -419,7 +428,9 @@ def ingest_under_fan_out(args, children, backend, db):
     answer = json.loads(r.api.call("POST", "/events", body, headers=headers, token=False))
     if answer.get("pushes") != args.pushes:
         raise Failure(f"{name}: the press queued {answer.get('pushes')} pushes, expected {args.pushes}")
+    busy_load = [os.getloadavg()[0]]
     busy = load(lambda: answered.count() >= args.pushes or time.monotonic() - start > args.timeout)
+    busy_load.append(os.getloadavg()[0])
     fan_out_s = time.monotonic() - start
     path = f"/events/{event_id}/deliveries"
     while b'"pending"' in r.api.call("GET", path):
@@ -429,10 +440,12 @@ def ingest_under_fan_out(args, children, backend, db):
     r.api.close()
     children.stop(r.cloud)
     children.stop(r.apns)
-    figures = {"idle": idle, "busy": busy, "fan_out_s": fan_out_s}
+    figures = {"idle": idle, "busy": busy, "fan_out_s": fan_out_s, "idle_load": idle_load, "busy_load": busy_load}
     log(f"{name}: ingest p50/p99 {percentile(idle, .5):.1f}/{percentile(idle, .99):.1f} ms alone "
-        f"({len(idle)} events), {percentile(busy, .5):.1f}/{percentile(busy, .99):.1f} ms during the "
-        f"{args.pushes}-phone fan-out ({len(busy)} events in {fan_out_s:.1f} s)")
+        f"({len(idle)} events, load average {idle_load[0]:.2f} → {idle_load[1]:.2f}), "
+        f"{percentile(busy, .5):.1f}/{percentile(busy, .99):.1f} ms during the "
+        f"{args.pushes}-phone fan-out ({len(busy)} events in {fan_out_s:.1f} s, load average "
+        f"{busy_load[0]:.2f} → {busy_load[1]:.2f})")
     return figures
 
 
@@ -467,6 +480,10 @@ def main():
                    help="gateways posting events at once for the ingest-under-fan-out figures (default 20; 0 skips)")
     p.add_argument("--ingest-events", type=int, default=25,
                    help="events per gateway for the ingest figures without a fan-out (default 25)")
+    p.add_argument("--serve-arg", action="append", default=[], metavar="ARG",
+                   help="one more argument for doorbell-cloud serve (repeat), e.g. --serve-arg=--fan-out-niceness=0")
+    p.add_argument("--ingest-only", action="store_true",
+                   help="only the ingest-under-fan-out figures (skips the concurrent and serial fan-out runs)")
     args = p.parse_args()
     if args.pushes < 1:
         p.error("N must be at least 1")
@@ -484,8 +501,9 @@ def main():
         run(["openssl", "pkcs8", "-topk8", "-nocrypt", "-out", p8], input=ec)
         run(["openssl", "ec", "-in", p8, "-pubout", "-out", os.path.join(args.workdir, "apns.pub.pem")])
 
-        fast = fan_out(args, children, "concurrent", args.pushes, args.concurrency, args.perf_record)
-        slow = fan_out(args, children, "serial", serial, 1) if serial > 0 else None
+        fast = None if args.ingest_only else fan_out(args, children, "concurrent", args.pushes, args.concurrency,
+                                                      args.perf_record)
+        slow = fan_out(args, children, "serial", serial, 1) if serial > 0 and fast else None
         ingest = {}
         if args.ingest_gateways > 0:
             ingest["SQLite"] = ingest_under_fan_out(args, children, "sqlite", None)
@@ -503,13 +521,13 @@ def main():
         children.stop_all()
         signal.signal(signal.SIGTERM, previous)
 
-    n, c = fast["phones"], args.concurrency
+    n, c = args.pushes, args.concurrency
     build = "debug" if "/debug/" in args.cloud else "release"
     where = (f"{build} doorbell-cloud → APNs test server (Python h2, checks each ES256 token) over one TLS HTTP/2 "
              f"connection on loopback, {c} streams in flight")
     polled = (f"GET deliveries every {args.poll_ms:g} ms" if args.poll == "api" else
               f"APNs log watched every {args.poll_ms:g} ms, then GET deliveries")
-    rows = [
+    rows = [] if not fast else [
         ("fanout_pushes_per_s", round(fast["rate"]), "pushes/s",
          f"one doorbell.pressed to {n} phones: {where}; POST /events → no pending delivery "
          f"({fast['seconds']:.2f} s; {polled}), all {n} delivered, {n} 200s to {n} distinct tokens"),
@@ -518,7 +536,7 @@ def main():
         rows.append(("fanout_one_at_a_time_per_s", round(slow["rate"]), "pushes/s",
                      f"same to {slow['phones']} phones with --apns-concurrency 1 (the naive sender without its "
                      f"400 ms sleeps): concurrency {c} is {fast['rate'] / slow['rate']:.1f}× faster"))
-    rows += [
+    rows += [] if not fast else [
         ("fanout_cloud_cpu_ms_per_push", sig3(fast["cloud_cpu_ms"] / n), "ms",
          f"doorbell-cloud utime+stime over the {n}-push fan-out / {n}: {fast['cloud_cpu_ms'] / 1000:.2f} s CPU in "
          f"{fast['seconds']:.2f} s = {fast['cloud_cpu_ms'] / 10 / fast['seconds']:.0f}% of a core, incl. "
@@ -532,14 +550,17 @@ def main():
     ]
     for backend, f in ingest.items():
         key = backend.lower()
-        for label, values, during in (("alone", f["idle"], "with no fan-out running"),
-                                      ("fanout", f["busy"], f"while one press fans out to {n} phones "
-                                                            f"({f['fan_out_s']:.1f} s until APNs had every push)")):
+        for label, values, during, load in (
+                ("alone", f["idle"], "with no fan-out running", f["idle_load"]),
+                ("fanout", f["busy"], f"while one press fans out to {n} phones "
+                                      f"({f['fan_out_s']:.1f} s until APNs had every push)", f["busy_load"])):
             for q in (0.5, 0.99):
                 rows.append((f"ingest_{key}_{label}_p{int(q * 100)}", sig3(percentile(values, q)), "ms",
                              f"POST /events → 200 on {backend} ({build} doorbell-cloud), {args.ingest_gateways} "
                              f"gateways at once on their own kept-alive TLS connections, {len(values)} events "
-                             f"{during}; each event stored and deduplicated, ringing no phone"))
+                             f"{during}; each event stored and deduplicated, ringing no phone; load average "
+                             f"(1 min) {load[0]:.2f} at the start, {load[1]:.2f} at the end ({os.cpu_count()} cores)"
+                             + (f"; serve {' '.join(args.serve_arg)}" if args.serve_arg else "")))
     for name, value, unit, method in rows:
         print(f"{name}\t{value}\t{unit}\t{method}", flush=True)
 

@@ -121,7 +121,7 @@ extension ConfigLoader {
         func hex(_ key: String, bytes: Int, required: Bool) -> [UInt8]? {
             let help = EddystoneDecoder.descriptor.help(for: key)
             guard let s = t.string(key, required: required, hint: help) else { return nil }
-            guard let b = Hex.decode(s), b.count == bytes else {
+            guard let b = Hex.decode(s, count: bytes) else {
                 t.report(key, "\"\(s)\" is not \(bytes * 2) hex digits (found \(s.count) characters): \(help)")
                 return nil
             }

@@ -29,15 +29,15 @@ public enum Hex {
         }
     }
 
-    /// An even number of hex digits, any case → bytes; nil for anything else.
-    public static func decode(_ text: some StringProtocol) -> [UInt8]? {
-        let utf8 = Array(text.utf8)
-        guard utf8.count % 2 == 0 else { return nil }
+    /// Hex digits (any case, nothing else) → bytes; nil unless exactly `count` bytes when given.
+    public static func decode(_ text: some StringProtocol, count: Int? = nil) -> [UInt8]? {
+        let digits = Array(text.utf8)
+        guard digits.count % 2 == 0, count.map({ digits.count == 2 * $0 }) ?? true else { return nil }
         var out: [UInt8] = []
-        out.reserveCapacity(utf8.count / 2)
+        out.reserveCapacity(digits.count / 2)
         var i = 0
-        while i < utf8.count {
-            guard let hi = digit(utf8[i]), let lo = digit(utf8[i + 1]) else { return nil }
+        while i < digits.count {
+            guard let hi = digit(digits[i]), let lo = digit(digits[i + 1]) else { return nil }
             out.append(hi << 4 | lo)
             i += 2
         }

@@ -37,6 +37,10 @@ import Testing
         [[region]]
         id = "path"
         uuid = "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0"
+        [[region]]
+        id = "android"
+        namespace = "00112233445566778899"
+        instance = "aabbccddeeff"
         [uplink]
         url = "https://example.com/events"
         hmac_secret_file = "g.whsec"
@@ -72,10 +76,6 @@ import Testing
         [radio.ble]
         transport = "tcp"
         address = "127.0.0.1:9000"
-        [[region]]
-        id = "keys"
-        namespace = "edd1ebeac04e5defa017"
-        instance = "0123456789ab"
         """,
         """
         gateway_id = "gw"

@@ -28,8 +28,7 @@ public struct IBeacon: Sendable, Equatable, Hashable {
 
     /// "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0" (dashes optional, any case) → 16 bytes.
     public static func parse(uuid text: String) -> [UInt8]? {
-        guard let bytes = Hex.decode(text.filter { $0 != "-" }), bytes.count == 16 else { return nil }
-        return bytes
+        Hex.decode(text.filter { $0 != "-" }, count: 16)
     }
 
     /// The manufacturer-data payload an iBeacon advertises (for the base station's own beacon).

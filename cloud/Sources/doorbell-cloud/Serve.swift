@@ -79,6 +79,10 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Pushes in flight at once on the APNs connection.")
     var apnsConcurrency = 100
 
+    @Option(help: ArgumentHelp("How much lower (Linux nice, 0-19) the fan-out's threads run than the request threads; 0: the same.",
+                               valueName: "n"))
+    var fanOutNiceness: Int32 = 5
+
     @Option(help: ArgumentHelp("A ring not delivered within this many seconds is dropped (apns-expiration).", valueName: "seconds"))
     var pushTTLSeconds: Int64 = 3600
 
@@ -117,6 +121,7 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError("--apns-key needs --apns-key-id, --apns-team-id and at least one --apns-topic")
         }
         guard (1...1000).contains(apnsConcurrency) else { throw ValidationError("--apns-concurrency must be 1...1000") }
+        guard (0...19).contains(fanOutNiceness) else { throw ValidationError("--fan-out-niceness must be 0...19") }
         guard pushTTLSeconds > 0 else { throw ValidationError("--push-ttl-seconds must be > 0") }
         guard beaconIntervalSeconds >= 0 else { throw ValidationError("--beacon-interval-seconds must be ≥ 0") }
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0...65535") }
@@ -162,6 +167,7 @@ struct Serve: AsyncParsableCommand {
             settings.sandboxURL = apnsSandboxURL
             settings.caFile = apnsCA
             settings.concurrency = apnsConcurrency
+            settings.niceness = fanOutNiceness
             let apns = try APNsClient(settings: settings, logger: logger)
             client = apns
             let lines = OutputLines.standardOutput
