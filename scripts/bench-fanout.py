@@ -130,8 +130,13 @@ class AnswerCounter:
 
     def __init__(self, path):
         self.path, self.offset, self.answers, self.last_ms, self.rest = path, 0, 0, 0, b""
+        self.lock = threading.Lock()  # the ingest workers all ask
 
     def count(self):
+        with self.lock:
+            return self._count()
+
+    def _count(self):
         try:
             with open(self.path, "rb") as f:
                 f.seek(self.offset)

@@ -154,6 +154,9 @@ struct Serve: AsyncParsableCommand {
 
         var fanOut: FanOut?
         var client: APNsClient?
+        // PostgreSQL: the fan-out gets a pool of its own, so its claims and outcome writes never
+        // wait for a connection behind ingests (nor ingests behind them). SQLite: one writer anyway.
+        var fanOutStore = store
         if let apnsKey, let apnsKeyID, let apnsTeamID {
             let pem = try KeyFiles.text(apnsKey, option: "--apns-key")
             let key: APNsSigningKey
@@ -172,7 +175,14 @@ struct Serve: AsyncParsableCommand {
             client = apns
             let lines = OutputLines.standardOutput
             let owner = instanceID ?? (ProcessInfo.processInfo.hostName + ":" + String(port))
-            fanOut = FanOut(store: store, client: apns, logger: logger, clock: WallClock.system.millisecondsSinceEpoch,
+            if store.backend == "PostgreSQL" {
+                do {
+                    fanOutStore = try await CloudStore(url: db)
+                } catch {
+                    throw CLIError("--db \(db): \(error)")
+                }
+            }
+            fanOut = FanOut(store: fanOutStore, client: apns, logger: logger, clock: WallClock.system.millisecondsSinceEpoch,
                             owner: owner) {
                 delivery, outcome, effect in
                 let (state, status, reason): (String, Int64?, String?)
@@ -217,10 +227,15 @@ struct Serve: AsyncParsableCommand {
             try await ServiceGroup(configuration: configuration).run()
         } catch {
             await client?.shutdown()
-            await store.close()
+            await closeStores(store, fanOutStore)
             throw error
         }
         await client?.shutdown()
+        await closeStores(store, fanOutStore)
+    }
+
+    private func closeStores(_ store: CloudStore, _ fanOutStore: CloudStore) async {
         await store.close()
+        if fanOutStore !== store { await fanOutStore.close() }
     }
 }
