@@ -248,7 +248,15 @@ final class PostgresConnectionTests {
             #expect(down.message.contains("not permitted to log in"))
 
             try await admin.execute(script: "ALTER ROLE \(role) LOGIN", operation: "allow role")
-            #expect(try await db.query("SELECT 1", [], operation: "back").rows.first?.text(0) == "1")
+            // The pool retries failed connects with its own backoff (postgres-nio's, growing past
+            // connect_timeout after a few refusals), so "back" means within a bound, not at once:
+            // CI once asked inside the backoff and got "none of the 10 connections became free".
+            var back: String?
+            for _ in 0..<60 where back == nil {
+                back = try? await db.query("SELECT 1", [], operation: "back").rows.first?.text(0)
+                if back == nil { try await Task.sleep(nanoseconds: 500_000_000) }
+            }
+            #expect(back == "1", "the pool did not reconnect within 30 s of the role being allowed again")
             await db.close()
         }
         try? await admin.execute(script: "DROP ROLE IF EXISTS \(role)", operation: "drop role")
