@@ -80,7 +80,7 @@ extension TOMLReader.Parser {
                 previousWasDigit = false
                 continue
             }
-            guard let v = TOMLReader.hexDigit(c), v < radix else {
+            guard let v = Hex.digit(c), v < radix else {
                 let name = radix == 16 ? "a hex" : radix == 8 ? "an octal" : radix == 2 ? "a binary" : "a decimal"
                 throw fail("\(what): '\(Character(Unicode.Scalar(c)))' is not \(name) digit", at: start)
             }
@@ -110,7 +110,7 @@ extension TOMLReader.Parser {
         var v: UInt64 = 0
         for c in ds {
             let (m, o1) = v.multipliedReportingOverflow(by: UInt64(radix))
-            let (s, o2) = m.addingReportingOverflow(UInt64(TOMLReader.hexDigit(c) ?? 0))
+            let (s, o2) = m.addingReportingOverflow(UInt64(Hex.digit(c) ?? 0))
             guard !o1, !o2, s <= UInt64(Int64.max) else { throw outOfRange(text, at: start) }
             v = s
         }

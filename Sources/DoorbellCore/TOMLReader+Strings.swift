@@ -141,7 +141,7 @@ extension TOMLReader.Parser {
             let digits = e == 0x75 ? 4 : 8
             var v: UInt32 = 0
             for k in 0..<digits {
-                guard let h = peek(k).flatMap(TOMLReader.hexDigit) else {
+                guard let h = peek(k).flatMap(Hex.digit) else {
                     throw fail("\\\(e == 0x75 ? "u" : "U") needs exactly \(digits) hex digits, e.g. \(e == 0x75 ? "\\u00E9" : "\\U0001F514")", at: slash)
                 }
                 v = v << 4 | UInt32(h)

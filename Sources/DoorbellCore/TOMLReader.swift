@@ -642,7 +642,6 @@ extension TOMLReader {
 }
 
 extension TOMLReader {
-    static func hexDigit(_ c: UInt8) -> UInt8? { Hex.digit(c) }
 
     static func hex(_ v: UInt8, width: Int) -> String {
         String(repeating: "0", count: max(0, width - 2)) + Hex.encode([v], uppercase: true)

@@ -161,7 +161,7 @@ public final class BLERadio: @unchecked Sendable {
         var timeline = RecordingTimeline(start: Clocks.monotonicMicros())
         for file in files {
             if isStopping { return }
-            guard let recording = OOKRadio.readRecording(file, kind: .ble, status: status, log: log, radio: "ble") else { continue }
+            guard let recording = Recording.load(file, kind: .ble, status: status, log: log, radio: "ble") else { continue }
             let base = timeline.place(recording)
             var last: Int64 = 0 // a capture's clock can step back; the trackers' must not
             for case let .ble(reports, at, _) in recording.inputs {

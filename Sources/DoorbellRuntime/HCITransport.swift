@@ -11,7 +11,7 @@ public struct HCIError: Error, Sendable, CustomStringConvertible {
     /// What went wrong, for the supervisor to act on; `description` is for the operator.
     public enum Code: Sendable, Equatable {
         case noBluetoothSupport, noSuchController, noSuchDevice, connectionRefused
-        case notPermitted, busy, io, timeout, commandRefused, hardwareError, badAddress, stopping
+        case notPermitted, busy, io, timeout, commandRefused, hardwareError, badAddress
     }
     public let code: Code
     public let description: String

@@ -132,7 +132,7 @@ public final class OOKRadio: @unchecked Sendable {
         var timeline = RecordingTimeline(start: Clocks.monotonicMicros())
         for file in settings.replay {
             if isStopping { return }
-            guard let recording = Self.readRecording(file, kind: .ook, status: status, log: log, radio: "ook") else { continue }
+            guard let recording = Recording.load(file, kind: .ook, status: status, log: log, radio: "ook") else { continue }
             let base = timeline.place(recording)
             var edges = 0
             for input in recording.inputs {
@@ -147,24 +147,5 @@ public final class OOKRadio: @unchecked Sendable {
         }
         status.withLock { $0.state = .finished }
         log.info("radio.replay_finished", [("radio", "ook")])
-    }
-
-    /// A recording of the kind this radio replays, or nil with the reason in status and the log.
-    static func readRecording(_ file: String, kind: Recording.Kind, status: Locked<RadioStatus>, log: Logger, radio: String) -> Recording? {
-        var message: String
-        if let bytes = readFile(file, maxBytes: 256 << 20) {
-            do throws(Recording.Error) {
-                let recording = try Recording.read(fileName: file, bytes: bytes)
-                if recording.kind == kind { return recording }
-                message = "\(file): a \(recording.kind.rawValue) recording, not \(kind.rawValue); give it to [radio.\(recording.kind.rawValue)]"
-            } catch {
-                message = error.description
-            }
-        } else {
-            message = "\(file): cannot read: \(errnoText())"
-        }
-        status.withLock { $0.lastError = message }
-        log.error("radio.replay_failed", [("radio", radio), ("error", message)])
-        return nil
     }
 }

@@ -64,6 +64,16 @@ import Testing
         }
     }
 
+    /// A refusal that could not be stored as a dead letter is retried after a backoff instead.
+    @Test func aParkingThatCouldNotBeStoredIsRetriedLater() {
+        var rng = SeededRandom(seed: 7)
+        var m = UplinkMachine(settings: Self.settings)
+        let item = Self.items(1...1)[0]
+        #expect(m.settle([(item, .failed(status: 400, retryAfterMillis: nil))], nowMonoMicros: 0, nowWallMs: 0, random: &rng) == [.parked])
+        guard case let .retry(delay, _) = m.parkingFailed(item, nowMonoMicros: 10, nowWallMs: 0, random: &rng) else { Issue.record("not retried"); return }
+        #expect(m.notBefore["e1"] == 10 + Int64(delay) * 1000)
+    }
+
     @Test func retryAfterIsHonouredUpToAnHour() {
         var rng = SeededRandom(seed: 4)
         var m = UplinkMachine(settings: UplinkMachine.Settings(maxInFlight: 1, backoff: FullJitterBackoff(initialMillis: 100, capMillis: 100),

@@ -69,6 +69,8 @@ public struct HCIHost: Sendable {
     private var version: [UInt8] = []
     private var lastReport: Int64 = 0
     private var failed = false
+    /// Set when the bring-up's last answer arrived, emitted by the next `advance`.
+    private var scanningAction: Action?
 
     public init(settings: BLERadioSettings, transportName: String) {
         self.settings = settings
@@ -155,9 +157,6 @@ public struct HCIHost: Sendable {
         if script.isEmpty && !isScanning, let info { isScanning = true; lastReport = now; scanningAction = .scanning(info, extended: usesExtendedScan(info)) }
         return nil
     }
-
-    /// Set when the bring-up's last answer arrived, emitted by the next `advance`.
-    private var scanningAction: Action?
 
     private mutating func rest(supported: [UInt8]) -> [(opcode: UInt16, params: [UInt8])] {
         // Supported_Commands octet 37, bits 5 and 6: LE Set Extended Scan Parameters / Enable.
