@@ -86,6 +86,40 @@ public enum RFC3339 {
         return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(secOfDay / 3600, 2)):\(pad(secOfDay / 60 % 60, 2)):\(pad(secOfDay % 60, 2)).\(pad(frac, 6))Z"
     }
 
+    /// The inverse of `format`: "YYYY-MM-DDTHH:MM:SS[.f{1,6}]Z" in UTC; nil for anything else.
+    public static func parse(_ text: String) -> Int64? {
+        let b = Array(text.utf8)
+        guard b.count >= 20, b.last == UInt8(ascii: "Z"), b[4] == UInt8(ascii: "-"), b[7] == UInt8(ascii: "-"),
+              b[10] == UInt8(ascii: "T"), b[13] == UInt8(ascii: ":"), b[16] == UInt8(ascii: ":") else { return nil }
+        func field(_ from: Int, _ count: Int) -> Int64? {
+            var v: Int64 = 0
+            for c in b[from..<from + count] {
+                guard c >= 0x30, c <= 0x39 else { return nil }
+                v = v * 10 + Int64(c - 0x30)
+            }
+            return v
+        }
+        guard let y = field(0, 4), let mo = field(5, 2), let d = field(8, 2), let h = field(11, 2), let mi = field(14, 2), let s = field(17, 2),
+              (1...12).contains(mo), (1...31).contains(d), h < 24, mi < 60, s < 61 else { return nil }
+        var frac: Int64 = 0
+        if b.count > 20 {
+            let digits = b.count - 21
+            guard b[19] == UInt8(ascii: "."), (1...6).contains(digits), let f = field(20, digits) else { return nil }
+            frac = f
+            for _ in digits..<6 { frac *= 10 }
+        } else if b.count != 20 {
+            return nil
+        }
+        // Days from civil (Howard Hinnant), the inverse of `format`'s conversion.
+        let yy = mo <= 2 ? y - 1 : y
+        let era = (yy >= 0 ? yy : yy - 399) / 400
+        let yoe = yy - era * 400
+        let doy = (153 * (mo > 2 ? mo - 3 : mo + 9) + 2) / 5 + d - 1
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+        let days = era * 146_097 + doe - 719_468
+        return ((days * 86_400 + h * 3600 + mi * 60 + s) * 1_000_000) + frac
+    }
+
     static func pad(_ v: Int64, _ width: Int) -> String {
         let s = String(v)
         return s.count >= width ? s : String(repeating: "0", count: width - s.count) + s

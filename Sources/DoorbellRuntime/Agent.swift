@@ -191,19 +191,7 @@ public final class Agent: @unchecked Sendable {
     }
 
     /// One line for systemd's STATUS= and the log.
-    public func summary() -> String {
-        let s = statusJSON()
-        func n(_ v: JSONValue?) -> String { v?.intValue.map(String.init) ?? "-" }
-        var parts: [String] = []
-        if case let .array(radios)? = s["radios"] {
-            for r in radios { parts.append("\(r["name"]?.stringValue ?? "radio") \(r["state"]?.stringValue ?? "?")") }
-        }
-        parts.append("presses \(n(s["presses"]?["forwarded"]))")
-        parts.append("outbox \(n(s["outbox"]?["depth"]))")
-        if s["uplink"] != .null { parts.append("delivered \(n(s["uplink"]?["delivered"]))") }
-        parts.append(s["health"]?.stringValue ?? "?")
-        return parts.joined(separator: ", ")
-    }
+    public func summary() -> String { statusReport().summaryLine }
 
     /// Runs until SIGTERM/SIGINT, keeping systemd informed (READY, STATUS, WATCHDOG, STOPPING).
     public func runUntilStopped(notifier: SystemdNotifier?, configPath: String) {

@@ -27,19 +27,6 @@ public struct UplinkStatus: Sendable, Equatable {
     public init(url: String) { self.url = url }
 }
 
-public struct LatencyHistogram: Sendable, Equatable {
-    public static let bounds: [Double] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600]
-    public var counts = [Int](repeating: 0, count: LatencyHistogram.bounds.count + 1)
-    public var sum: Double = 0
-    public var count = 0
-    public mutating func observe(_ seconds: Double) {
-        let i = Self.bounds.firstIndex { seconds <= $0 } ?? Self.bounds.count
-        counts[i] += 1
-        sum += seconds
-        count += 1
-    }
-}
-
 public final class Deliverer: @unchecked Sendable {
     let settings: UplinkSettings
     let clock: ClockSettings

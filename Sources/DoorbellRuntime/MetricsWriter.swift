@@ -53,44 +53,6 @@ public final class MetricsWriter: @unchecked Sendable {
     }
 }
 
-/// Builds the exposition text. Pure apart from what it is handed.
-public struct PrometheusText {
-    private var lines: [String] = []
-    private var declared: Set<String> = []
-
-    public init() {}
-
-    public var text: String { lines.joined(separator: "\n") + "\n" }
-
-    public mutating func add(_ name: String, _ type: String, _ help: String, _ value: Double, labels: [(String, String)] = []) {
-        if declared.insert(name).inserted {
-            lines.append("# HELP \(name) \(help)")
-            lines.append("# TYPE \(name) \(type)")
-        }
-        let labelText = labels.isEmpty ? "" : "{" + labels.map { "\($0.0)=\"\(escape($0.1))\"" }.joined(separator: ",") + "}"
-        lines.append("\(name)\(labelText) \(format(value))")
-    }
-
-    public mutating func histogram(_ name: String, _ help: String, _ h: LatencyHistogram) {
-        lines.append("# HELP \(name) \(help)")
-        lines.append("# TYPE \(name) histogram")
-        var cumulative = 0
-        for (i, bound) in LatencyHistogram.bounds.enumerated() {
-            cumulative += h.counts[i]
-            lines.append("\(name)_bucket{le=\"\(format(bound))\"} \(cumulative)")
-        }
-        lines.append("\(name)_bucket{le=\"+Inf\"} \(h.count)")
-        lines.append("\(name)_sum \(format(h.sum))")
-        lines.append("\(name)_count \(h.count)")
-    }
-
-    func escape(_ s: String) -> String {
-        s.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"").replacingOccurrences(of: "\n", with: "\\n")
-    }
-
-    func format(_ v: Double) -> String { v.rounded() == v && abs(v) < 1e15 ? String(Int64(v)) : String(v) }
-}
-
 extension String {
     func replacingOccurrences(of target: String, with replacement: String) -> String {
         guard !target.isEmpty else { return self }

@@ -56,7 +56,11 @@ extension AgentctlCommand {
             if options.json {
                 print(JSONWriter.string(status))
             } else {
-                print(StatusTable.render(status))
+                guard let report = AgentStatusReport(json: status) else {
+                    FileHandleErr.write("agentctl: the agent's answer is not a status report (is agentctl from another version than the agent? `agentctl version` tells); `agentctl status --json` shows it raw")
+                    throw ExitCode(1)
+                }
+                print(StatusTable.render(report))
             }
             if status["health"]?.stringValue != "ok" { throw ExitCode(1) }
         }
@@ -358,78 +362,6 @@ extension AgentctlCommand {
                 print("agentctl \(AgentVersion.current)" + (agent.map { ", doorbell-agent \($0) running" } ?? ""))
             }
         }
-    }
-}
-
-/// The human view of `status`: short, aligned, the problems first.
-enum StatusTable {
-    static func render(_ s: JSONValue) -> String {
-        var rows: [(String, String)] = []
-        func text(_ v: JSONValue?) -> String {
-            switch v {
-            case let .string(x)?: return x
-            case let .number(n)?: return n.rounded() == n ? String(Int64(n)) : String(n)
-            case let .bool(b)?: return b ? "yes" : "no"
-            case .null?, nil: return "-"
-            default: return JSONWriter.string(v ?? .null)
-            }
-        }
-        rows.append(("health", text(s["health"])))
-        if case let .array(problems)? = s["problems"] { for p in problems { rows.append(("  problem", text(p))) } }
-        rows.append(("gateway", text(s["gateway_id"])))
-        rows.append(("version", "\(text(s["version"])) (pid \(text(s["pid"])), up \(text(s["uptime_s"])) s)"))
-        rows.append(("clock", s["clock"]?["synchronized"]?.boolValue == true ? "synchronized" : "NOT synchronized (events are marked clock_synced=false)"))
-        if let reason = s["clock"]?["reason"]?.stringValue { rows.append(("  because", reason)) }
-        if case let .array(radios)? = s["radios"] {
-            for r in radios {
-                if r["name"]?.stringValue == "ble" {
-                    var inside: [String] = []
-                    if case let .array(list)? = r["inside"] { inside = list.compactMap(\.stringValue) }
-                    rows.append(("radio ble", "\(text(r["state"])): \(text(r["reports"])) reports, \(text(r["bthome"])) BTHome, \(text(r["ibeacons"])) iBeacon, \(text(r["replays_refused"])) replays refused, \(text(r["decrypt_failures"])) bad MICs, \(text(r["restarts"])) restarts"))
-                    if !inside.isEmpty { rows.append(("  inside", inside.joined(separator: ", "))) }
-                    if case let .object(decoders)? = r["decoders"] {
-                        let counts = decoders.filter { $0.0 != "observations" }.map { name, c in
-                            "\(name) \(text(c["seen"])) seen, \(text(c["corrupt"])) corrupt, \(text(c["implausible"])) implausible"
-                        }
-                        rows.append(("  decoders", counts.joined(separator: "; ")))
-                    }
-                    if let refused = r["last_refused"]?.stringValue { rows.append(("  last refused", refused)) }
-                    if let hold = r["presence"]?["exits_on_hold"]?.stringValue { rows.append(("  exits on hold", hold)) }
-                    if r["last_error"] != .null { rows.append(("  last error", text(r["last_error"]))) }
-                    continue
-                }
-                if r["name"]?.stringValue == "ook" {
-                    let pin = r["gpio"]?.stringValue.map { " on \($0)" } ?? ""
-                    rows.append(("radio ook", "\(text(r["state"])) (\(text(r["source"]))\(pin)): \(text(r["pulses"])) pulses, \(text(r["glitches"])) glitches, \(text(r["words"])) words, \(text(r["frames"])) codes, \(text(r["unmatched_frames"])) unmatched, \(text(r["restarts"])) restarts"))
-                } else {
-                    rows.append(("radio \(text(r["name"]))", "\(text(r["state"])): \(text(r["lines"])) lines, \(text(r["frames"])) frames, \(text(r["malformed"])) malformed, \(text(r["unmatched_frames"])) unmatched, \(text(r["restarts"])) restarts"))
-                }
-                if r["last_error"] != .null { rows.append(("  last error", text(r["last_error"]))) }
-            }
-        }
-        if case let .object(events)? = s["events"] {
-            rows.append(("events", events.map { "\($0.0) \(text($0.1))" }.joined(separator: ", ")))
-        }
-        rows.append(("presses", "\(text(s["presses"]?["forwarded"])) forwarded, \(text(s["presses"]?["suppressed"])) within cooldown"))
-        let o = s["outbox"]
-        rows.append(("outbox", "\(text(o?["depth"])) waiting, oldest \(text(o?["oldest_age_s"])) s, last sequence \(text(o?["last_sequence"]))"))
-        if let u = s["uplink"], u != .null {
-            rows.append(("uplink", "\(text(u["url"])): \(text(u["delivered"])) delivered, \(text(u["failed_attempts"])) failed attempts"))
-            rows.append(("  last success", text(u["last_success"])))
-            if u["last_error"] != .null { rows.append(("  last error", "\(text(u["last_error_at"])) \(text(u["last_error"]))")) }
-        } else {
-            rows.append(("uplink", "not configured"))
-        }
-        if let q = s["mqtt"], q != .null {
-            rows.append(("mqtt", "\(text(q["broker"])): \(q["connected"]?.boolValue == true ? "connected" : "NOT connected"), \(text(q["pending"])) pending, \(text(q["acknowledged"])) acknowledged, last ack \(text(q["last_ack"]))"))
-            if q["last_error"] != .null { rows.append(("  last error", "\(text(q["last_error_at"])) \(text(q["last_error"]))")) }
-        }
-        if case let .array(unknown)? = s["unknown_transmitters"], !unknown.isEmpty {
-            rows.append(("not configured", "\(unknown.count) transmitter(s) heard:"))
-            for u in unknown { rows.append(("  \(text(u["identity"]))", "\(text(u["model"])), \(text(u["frames"])) frames, last \(text(u["last_seen"]))")) }
-        }
-        let width = rows.map(\.0.count).max() ?? 0
-        return rows.map { $0.0 + String(repeating: " ", count: width - $0.0.count) + "  " + $0.1 }.joined(separator: "\n")
     }
 }
 
