@@ -192,18 +192,19 @@ extension Outbox {
         try settle(delivered: [], failed: [(id, message, nextAttemptAtMs)])
     }
 
+    /// One statement, one pass over the rows: status, metrics and STATUS= ask for this often.
     public func stats() throws(OutboxError) -> OutboxStats {
         try locked { () throws(OutboxError) -> OutboxStats in
-            let depth = try queryInt("SELECT COUNT(*) FROM events WHERE dead = 0") ?? 0
-            let oldest = try queryInt("SELECT MIN(created_at_ms) FROM events WHERE dead = 0")
-            let last = try queryInt("SELECT value FROM meta WHERE key = 'last_sequence'") ?? 0
-            let dead = try queryInt("SELECT COUNT(*) FROM events WHERE dead = 1") ?? 0
-            let evicted = try queryInt("SELECT value FROM meta WHERE key = 'evicted'") ?? 0
-            let bytes = size.bytes
-            let mqtt = sinks.contains(.mqtt) ? try queryInt("SELECT COUNT(*) FROM events WHERE sinks & 2 != 0") ?? 0 : 0
-            var stats = OutboxStats(depth: Int(depth), oldestCreatedAtMs: oldest, lastSequence: last, dead: Int(dead),
-                                    evicted: Int(evicted), bytes: Int(bytes))
-            stats.mqttPending = Int(mqtt)
+            let row = try queryInts("""
+                SELECT COUNT(*) FILTER (WHERE dead = 0), MIN(created_at_ms) FILTER (WHERE dead = 0), COUNT(*) FILTER (WHERE dead = 1),
+                       COUNT(*) FILTER (WHERE sinks & 2 != 0),
+                       (SELECT value FROM meta WHERE key = 'last_sequence'), (SELECT value FROM meta WHERE key = 'evicted')
+                FROM events
+                """) ?? []
+            func column(_ i: Int) -> Int64? { i < row.count ? row[i] : nil }
+            var stats = OutboxStats(depth: Int(column(0) ?? 0), oldestCreatedAtMs: column(1), lastSequence: column(4) ?? 0, dead: Int(column(2) ?? 0),
+                                    evicted: Int(column(5) ?? 0), bytes: Int(size.bytes))
+            stats.mqttPending = sinks.contains(.mqtt) ? Int(column(3) ?? 0) : 0
             return stats
         }
     }

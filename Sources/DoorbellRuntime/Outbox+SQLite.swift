@@ -66,6 +66,18 @@ extension Outbox {
         return sqlite3_column_type(stmt, 0) == SQLITE_NULL ? nil : sqlite3_column_int64(stmt, 0)
     }
 
+    /// One row of integer columns (NULL as nil); nil when there is no row.
+    func queryInts(_ sql: String) throws(OutboxError) -> [Int64?]? {
+        let stmt = try prepare(sql)
+        defer { sqlite3_reset(stmt) }
+        let rc = sqlite3_step(stmt)
+        guard rc == SQLITE_ROW else {
+            if rc == SQLITE_DONE { return nil }
+            throw fail(rc, "cannot read the outbox")
+        }
+        return (0..<sqlite3_column_count(stmt)).map { sqlite3_column_type(stmt, $0) == SQLITE_NULL ? nil : sqlite3_column_int64(stmt, $0) }
+    }
+
     func text(_ stmt: OpaquePointer, _ column: Int32) -> String? {
         guard let p = sqlite3_column_text(stmt, column) else { return nil }
         return String(cString: p)
