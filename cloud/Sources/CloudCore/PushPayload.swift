@@ -41,6 +41,7 @@ public enum PushPayload {
                 "aps": .object([
                     "alert": .object([
                         "title": .string(name),
+                        "subtitle": .string(subtitlePlaceholder),
                         "body": .string(alert.english),
                         "title-loc-key": .string("DOORBELL_TITLE"),
                         "title-loc-args": .array([.string(name)]),

@@ -112,7 +112,7 @@ public final class APNsClient: Sendable {
             request.headers.add(name: "apns-collapse-id", value: collapseID)
         }
         request.headers.add(name: "content-type", value: "application/json")
-        request.body = .bytes(ByteBuffer(string: delivery.payload))
+        request.body = .bytes(ByteBuffer(string: PushPayload.personalized(delivery.payload, eventID: delivery.eventID, token: delivery.token)))
         do {
             let response = try await http.execute(request, timeout: .seconds(settings.requestTimeoutSeconds))
             let body = try await response.body.collect(upTo: 64 * 1024)

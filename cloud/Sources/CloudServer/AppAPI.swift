@@ -177,7 +177,7 @@ public struct AppAPI: Sendable {
         return .json(.ok, [
             "event_id": .string(event.id),
             "type": .string(event.type),
-            "deliveries": .array(visible.map(Self.json)),
+            "deliveries": .array(visible.map { Self.json($0, pressedAt: event.occurredAt) }),
         ])
     }
 
@@ -300,13 +300,13 @@ public struct AppAPI: Sendable {
         ])
     }
 
-    static func json(_ delivery: Delivery) -> JSONText.Value {
+    static func json(_ delivery: Delivery, pressedAt: String) -> JSONText.Value {
         .object([
-            "token": .string(delivery.token), "account_id": .string(delivery.accountID),
-            "state": .string(delivery.state.rawValue), "attempts": .int(delivery.attempts),
-            "last_status": delivery.lastStatus.map { .int($0) } ?? .null, "last_reason": .string(delivery.lastReason),
-            "apns_id": .string(delivery.apnsID), "updated_at_ms": .int(delivery.updatedAtMilliseconds),
-        ])
+            ("token", .string(delivery.token)), ("account_id", .string(delivery.accountID)),
+            ("state", .string(delivery.state.rawValue)), ("attempts", .int(delivery.attempts)),
+            ("last_status", delivery.lastStatus.map { .int($0) } ?? .null), ("last_reason", .string(delivery.lastReason)),
+            ("apns_id", .string(delivery.apnsID)), ("updated_at_ms", .int(delivery.updatedAtMilliseconds)),
+        ] + delivery.receiptFields(pressedAt: pressedAt))
     }
 }
 

@@ -100,6 +100,13 @@ public struct EventsEndpoint: Sendable {
             output.accepted(event)
             if pushes > 0 { fanOut?.notify() }
             return .json(.ok, ["status": .string("accepted"), "id": .string(stored.id), "pushes": .int(Int64(pushes))])
+        case .receipt(let outcome):
+            output.accepted(event)
+            var matched: (String, String)?
+            if case let .recorded(eventID, token) = outcome { matched = (eventID, token) }
+            output.receipt(id: stored.id, kind: event.envelope.type, eventID: matched?.0, token: matched?.1)
+            return .json(.ok, ["status": .string("accepted"), "id": .string(stored.id),
+                               "receipt": .string(matched == nil ? "unmatched" : "recorded")])
         case .duplicate:
             output.duplicate(id: stored.id)
             return .json(.ok, ["status": .string("duplicate"), "id": .string(stored.id)])

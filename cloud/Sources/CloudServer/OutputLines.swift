@@ -53,6 +53,12 @@ public struct OutputLines: Sendable {
              + "\(reason.map(Self.token) ?? "-")" + (pruned ? " pruned" : ""))
     }
 
+    /// A base station's receipt: the push of `eventID` to `token` appeared on (or was missed by)
+    /// a phone connected to it; `unmatched` when no push of its doorbells was found for it.
+    public func receipt(id: String, kind: String, eventID: String?, token: String?) {
+        emit("RECEIPT \(Self.token(id)) \(kind) " + (eventID.map { "\(Self.token($0)) \(token.map { String($0.prefix(8)) + "…" } ?? "-")" } ?? "unmatched"))
+    }
+
     public func unavailable(attempt: Int, of total: Int) {
         emit("UNAVAILABLE \(attempt)/\(total)")
     }

@@ -3,7 +3,9 @@
 /// chosen by the caller (no sequences, which the two spell differently).
 enum CloudSchema {
     /// 2: `deliveries.lease_owner` (which fan-out holds a claimed push; a restart takes its own back).
-    static let version: Int64 = 2
+    /// 3: delivery receipts from base stations: `deliveries.displayed_at_ms`, `displayed_on`,
+    ///    `not_displayed_at_ms`, and `phone_links` (a gateway's bonded phone ↔ its push token).
+    static let version: Int64 = 3
 
     static let script = """
         CREATE TABLE IF NOT EXISTS events (
@@ -81,6 +83,9 @@ enum CloudSchema {
             created_at_ms      BIGINT NOT NULL,
             updated_at_ms      BIGINT NOT NULL,
             lease_owner        TEXT,
+            displayed_at_ms    BIGINT,
+            displayed_on       TEXT,
+            not_displayed_at_ms BIGINT,
             PRIMARY KEY (event_id, token)
         );
         CREATE INDEX IF NOT EXISTS deliveries_due ON deliveries (state, next_attempt_at_ms);
@@ -108,6 +113,15 @@ enum CloudSchema {
             PRIMARY KEY (token, uuid, major, minor)
         );
 
+        CREATE TABLE IF NOT EXISTS phone_links (
+            gateway_id   TEXT NOT NULL,
+            phone_id     TEXT NOT NULL,
+            token        TEXT NOT NULL,
+            phone_name   TEXT,
+            linked_at_ms BIGINT NOT NULL,
+            PRIMARY KEY (gateway_id, phone_id)
+        );
+
         CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL);
         """
 
@@ -122,10 +136,17 @@ enum CloudSchema {
         if current.rows.isEmpty {
             try await db.query("INSERT INTO schema_version (version) VALUES ($1)", [.integer(version)],
                          operation: "write schema version")
-        } else if current.rows[0].integer(0) == 1 {
-            try await db.transaction("upgrade schema to version 2") { () async throws(StoreError) in
-                try await db.query("ALTER TABLE deliveries ADD COLUMN lease_owner TEXT", [], operation: "add deliveries.lease_owner")
-                try await db.query("UPDATE schema_version SET version = 2", [], operation: "write schema version")
+        } else if let found = current.rows[0].integer(0), found < version {
+            try await db.transaction("upgrade schema from version \(found) to \(version)") { () async throws(StoreError) in
+                if found < 2 {
+                    try await db.query("ALTER TABLE deliveries ADD COLUMN lease_owner TEXT", [], operation: "add deliveries.lease_owner")
+                }
+                if found < 3 {
+                    for column in ["displayed_at_ms BIGINT", "displayed_on TEXT", "not_displayed_at_ms BIGINT"] {
+                        try await db.query("ALTER TABLE deliveries ADD COLUMN \(column)", [], operation: "add deliveries.\(column)")
+                    }
+                }
+                try await db.query("UPDATE schema_version SET version = $1", [.integer(version)], operation: "write schema version")
             }
         } else if let found = current.rows[0].integer(0), found > version {
             throw StoreError(operation: "open database", code: 0,

@@ -10,6 +10,8 @@ extension CloudStore {
         case conflicting
         /// Stored now, with this many pushes queued.
         case stored(pushes: Int)
+        /// A base station's delivery receipt, stored, and recorded on its push (or not found).
+        case receipt(ReceiptOutcome)
     }
 
     /// Stores a verified event and, in the same transaction, queues one delivery per phone of the
@@ -30,6 +32,9 @@ extension CloudStore {
                     let stored = try await db.query("SELECT body FROM events WHERE id = $1", [.text(event.id)],
                                               operation: "read event \(event.id)").rows.first?.text(0)
                     return stored == event.body ? .duplicate : .conflicting
+                }
+                if let receipt = PushReceiptReport.parse(type: envelope.type, body: Array(event.body.utf8)) {
+                    return .receipt(try await Self.recordReceipt(receipt, gatewayID: envelope.gatewayID, now: now, db))
                 }
                 // Only doorbell events make doorbells; a beacon event's device is a region.
                 guard envelope.type.hasPrefix("doorbell."), let deviceID = envelope.deviceID,
@@ -96,7 +101,8 @@ extension CloudStore {
 
     static let deliveryColumns = """
         event_id, token, account_id, environment, bundle_id, doorbell_id, payload, apns_id, collapse_id,
-        expires_at_ms, state, attempts, next_attempt_at_ms, last_status, last_reason, updated_at_ms
+        expires_at_ms, state, attempts, next_attempt_at_ms, last_status, last_reason, updated_at_ms,
+        displayed_at_ms, displayed_on, not_displayed_at_ms
         """
 
     /// A delivery row. Its `apns-id` is derived from the event id and the token (one per
@@ -111,7 +117,8 @@ extension CloudStore {
             environment: environment, bundleID: row.text(4) ?? "", doorbellID: row.text(5), payload: row.text(6) ?? "",
             apnsID: PushPayload.apnsID(eventID: eventID, token: token), collapseID: row.text(8), expiresAtMilliseconds: row.integer(9) ?? 0,
             state: state, attempts: row.integer(11) ?? 0, nextAttemptAtMilliseconds: row.integer(12) ?? 0,
-            lastStatus: row.integer(13), lastReason: row.text(14), updatedAtMilliseconds: row.integer(15) ?? 0)
+            lastStatus: row.integer(13), lastReason: row.text(14), updatedAtMilliseconds: row.integer(15) ?? 0,
+            displayedAtMilliseconds: row.integer(16), displayedOn: row.text(17), notDisplayedAtMilliseconds: row.integer(18))
     }
 
     /// Takes up to `limit` due deliveries for sending: each is moved `leaseMilliseconds` into the

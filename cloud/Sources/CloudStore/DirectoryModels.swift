@@ -73,6 +73,11 @@ public struct Delivery: Sendable, Equatable {
     public let lastStatus: Int64?
     public let lastReason: String?
     public let updatedAtMilliseconds: Int64
+    /// A base station saw the notification appear on a phone (its clock), and which phone.
+    public var displayedAtMilliseconds: Int64? = nil
+    public var displayedOn: String? = nil
+    /// A base station reported that the phone, connected to it, never showed this push.
+    public var notDisplayedAtMilliseconds: Int64? = nil
 }
 
 /// The message pushed to a phone that reports entering (or leaving) a beacon region.

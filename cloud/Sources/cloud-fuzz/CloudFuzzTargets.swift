@@ -19,6 +19,8 @@ enum CloudFuzzTarget: String, CaseIterable {
     case apns
     /// A doorbell name (free text the owner types) into the push payload.
     case payload
+    /// A base station's receipt body (`push.displayed`), and free text read off a phone.
+    case receipt
 
     static let secret = try? WebhookSecret(parsing: "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD")
 
@@ -53,6 +55,21 @@ enum CloudFuzzTarget: String, CaseIterable {
             let payload = PushPayload.forEvent(event, doorbell: .init(id: "gw:d", name: name, gatewayID: "gw"))
             precondition(payload != nil, "a doorbell press must always produce a payload")
             precondition((payload?.utf8.count ?? 0) <= PushPayload.maximumBytes, "payload over 4 KB")
+            // Every phone's push is as long as the stored one, whatever the name spells.
+            if let payload {
+                let sent = PushPayload.personalized(payload, eventID: event.id, token: name)
+                precondition(sent.utf8.count == payload.utf8.count, "a personalized payload changed size")
+            }
+        case .receipt:
+            for type in ["push.displayed", "push.not_displayed"] {
+                if let r = PushReceiptReport.parse(type: type, body: bytes) {
+                    precondition(!r.phoneID.isEmpty, "a receipt without a phone")
+                    if let reference = r.reference { precondition(reference.count == PushReference.length, "a malformed reference") }
+                }
+            }
+            if let found = PushReference.find(in: String(decoding: bytes, as: UTF8.self)) {
+                precondition(found.count == PushReference.length, "a malformed reference")
+            }
         }
     }
 }

@@ -167,6 +167,12 @@ enum StoreBackend: String, Sendable, CustomTestStringConvertible {
     func press(_ client: some TestClientProtocol, id: String, sequence: Int64 = 1,
                secret: String? = nil) async throws -> (HTTPResponse.Status, [String: Any]) {
         let body = #"{"id":"\#(id)","sequence":\#(sequence),"type":"doorbell.pressed","gateway_id":"gw-0001","occurred_at":"2026-11-23T18:00:00.000000Z","test":false,"device":{"id":"front-door","name":"Front door","radio":"rtl433"},"data":{"code":"91568f"}}"#
+        return try await post(client, id: id, body: body, secret: secret)
+    }
+
+    /// POSTs `body` v1-signed as gw-0001, as the agent does.
+    func post(_ client: some TestClientProtocol, id: String, body: String,
+              secret: String? = nil) async throws -> (HTTPResponse.Status, [String: Any]) {
         let timestamp = String(Int64(Date().timeIntervalSince1970))
         let signature = SignatureVerifier.v1Signature(
             secret: try WebhookSecret(parsing: secret ?? self.secret), id: id, timestamp: timestamp, body: Array(body.utf8))

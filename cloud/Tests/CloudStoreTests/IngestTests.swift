@@ -110,10 +110,52 @@ import Testing
         _ = try await ingest("e1")
         let path = directory.appendingPathComponent("cloud.sqlite").path
         let raw = try SQLiteConnection(path: path)
-        try await raw.execute(script: "ALTER TABLE deliveries DROP COLUMN lease_owner; UPDATE schema_version SET version = 1;",
-                        operation: "downgrade to schema 1")
+        try await raw.execute(script: """
+            ALTER TABLE deliveries DROP COLUMN lease_owner; ALTER TABLE deliveries DROP COLUMN displayed_at_ms;
+            ALTER TABLE deliveries DROP COLUMN displayed_on; ALTER TABLE deliveries DROP COLUMN not_displayed_at_ms;
+            UPDATE schema_version SET version = 1;
+            """, operation: "downgrade to schema 1")
         let reopened = try await CloudStore(url: path)
-        #expect(try await raw.query("SELECT version FROM schema_version", [], operation: "v").rows.first?.integer(0) == 2)
+        #expect(try await raw.query("SELECT version FROM schema_version", [], operation: "v").rows.first?.integer(0) == 3)
         #expect(try await reopened.claimDue(now: 1_000, limit: 10, leaseMilliseconds: 500, owner: "a").count == 1)
+    }
+
+    /// A schema 2 database (before receipts) is upgraded in place, its pushes kept.
+    @Test func aVersionTwoDatabaseGetsTheReceiptColumns() async throws {
+        _ = try await ingest("e1")
+        let path = directory.appendingPathComponent("cloud.sqlite").path
+        let raw = try SQLiteConnection(path: path)
+        try await raw.execute(script: """
+            ALTER TABLE deliveries DROP COLUMN displayed_at_ms; ALTER TABLE deliveries DROP COLUMN displayed_on;
+            ALTER TABLE deliveries DROP COLUMN not_displayed_at_ms; DROP TABLE phone_links; UPDATE schema_version SET version = 2;
+            """, operation: "downgrade to schema 2")
+        let reopened = try await CloudStore(url: path)
+        #expect(try await raw.query("SELECT version FROM schema_version", [], operation: "v").rows.first?.integer(0) == 3)
+        #expect(try await reopened.deliveries(eventID: "e1").first?.receipt == "none")
+    }
+
+    func receipt(_ id: String, _ type: String, gateway: String = "gw-1", data: String) async throws -> CloudStore.IngestResult {
+        let envelope = EventEnvelope(id: id, sequence: 2, type: type, gatewayID: gateway, deviceID: "front",
+                                     occurredAt: "2026-11-23T18:00:05Z", deviceName: "Front", isTest: false)
+        let stored = StoredEvent(id: id, sequence: 2, type: type, gatewayID: gateway, deviceID: "front", occurredAt: envelope.occurredAt,
+                                 body: #"{"id":"\#(id)","type":"\#(type)","data":\#(data)}"#, receivedAtMilliseconds: 2_000, verified: ["v1"])
+        return try await store.ingest(stored, envelope: envelope, now: 2_000, pushTTLMilliseconds: 60_000) { _ in nil }
+    }
+
+    /// A receipt is placed only on a push of the reporting gateway's own doorbells.
+    @Test func aReceiptIsRecordedOnlyForTheGatewaysOwnPushes() async throws {
+        try await store.enrollGateway(id: "gw-2", accountID: owner.id, publicKey: nil, secret: "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD", now: 1)
+        _ = try await ingest("e1")
+        let reference = PushReference.make(eventID: "e1", token: token)
+        let data = #"{"reference":"\#(reference)","phone":{"id":"p1","name":"Anna"}}"#
+        #expect(try await receipt("r0", "push.displayed", gateway: "gw-2", data: data) == .receipt(.unmatched))
+        #expect(try await store.deliveries(eventID: "e1").first?.receipt == "none")
+        #expect(try await receipt("r1", "push.displayed", data: data) == .receipt(.recorded(eventID: "e1", token: token)))
+        let row = try #require(try await store.deliveries(eventID: "e1").first)
+        #expect(row.receipt == "displayed" && row.displayedOn == "Anna" && row.displayedAtMilliseconds == 2_000)
+        // "Not displayed" never overrides a display that was seen.
+        #expect(try await receipt("r2", "push.not_displayed", data: #"{"press_event_id":"e1","phone":{"id":"p1"}}"#) == .receipt(.unmatched))
+        #expect(try await store.deliveries(eventID: "e1").first?.receipt == "displayed")
+        #expect(try await store.allEvents().count == 4, "receipts are stored as events all the same")
     }
 }

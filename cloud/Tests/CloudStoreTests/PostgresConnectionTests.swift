@@ -103,7 +103,7 @@ final class PostgresConnectionTests {
         let again = try await EventStore(database: connect())
         #expect(try await again.allEvents().count == 2)
         let versions = try await admin.query("SELECT version FROM \(schema).schema_version", [], operation: "versions")
-        #expect(versions.rows.map(\.columns) == [["2"]])
+        #expect(versions.rows.map(\.columns) == [["3"]])
     }
 
     @Test func concurrentConnectionsStoreOneEventOnce() async throws {
