@@ -136,6 +136,12 @@ public enum ConfigLoader {
         var radios: [String] = []
         if let radio = top.table("radio") {
             for kind in RadioRegistry.all { readRadio(kind, in: radio, into: &config, enabled: &radios, baseDir: baseDir, checks: checks) }
+            for (name, _) in radio.members where !RadioRegistry.names.contains(name) {
+                radio.excuse(name)
+                let guess = closest(to: name, in: RadioRegistry.names).map { "; did you mean \"\($0)\"?" } ?? ""
+                let known = RadioRegistry.descriptors.map { "\($0.name) (\($0.summary))" }.joined(separator: ", ")
+                radio.report(name, "unknown radio\(guess) This agent knows: \(known)")
+            }
             if let r = config.rtl433, let o = config.ook, o.source == .rtl433, r.replay.isEmpty, o.rtl433.replay.isEmpty,
                !r.args.contains("-d") && !o.rtl433.args.contains("-d") {
                 radio.report("ook", "[radio.rtl433] and [radio.ook] source = \"rtl433\" would open the same SDR; give each its dongle with \"-d\" in args / rtl433_args")

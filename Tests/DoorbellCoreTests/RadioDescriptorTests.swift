@@ -178,6 +178,13 @@ import Testing
         ])
     }
 
+    @Test func anUnknownRadioIsToldWithTheRadiosThereAre() {
+        let found = Self.issues("gateway_id = \"gw\"\n[radio.oook]\nsource = \"gpio\"\n")
+        #expect(found.map(\.description) == ["agent.toml:2:1: radio.oook: unknown radio; did you mean \"ook\"? This agent knows: "
+            + RadioRegistry.descriptors.map { "\($0.name) (\($0.summary))" }.joined(separator: ", ")])
+        #expect(found.first?.message.contains("ble (Bluetooth LE scanning") == true)
+    }
+
     /// A reader asking for a key its descriptor lacks is an issue the tests see, not a crash.
     @Test func anUndeclaredKeyIsABugReportedNotACrash() {
         let sink = IssueSink(file: "agent.toml", locator: SourceLocator(text: ""))
