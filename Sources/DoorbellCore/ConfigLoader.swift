@@ -132,6 +132,7 @@ public enum ConfigLoader {
             tracker.finish()
         }
 
+        // The radios land in their slots of this; without a gateway_id nothing is returned.
         var config = AgentConfig(gatewayID: gatewayID ?? "", paths: paths, log: log, button: button)
         var radios: [String] = []
         if let radio = top.table("radio") {
