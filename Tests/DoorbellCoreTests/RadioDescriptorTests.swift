@@ -62,6 +62,11 @@ import Testing
         #expect(rows.contains { $0.key == "`[[device]] radio`" && $0.type == "`rtl433`, `ook` or `ble`" && $0.defaultValue == "the first configured of rtl433, ook, ble" })
     }
 
+    /// A radio added to the registry has its counters in status and metrics, and the reverse.
+    @Test func theStatusCountersAreKeptForTheRegisteredRadios() {
+        #expect(Set(RadioCounterCatalog.byRadio.keys) == Set(RadioRegistry.names))
+    }
+
     @Test func aDiscriminatorsChoicesAreTheValuesItsReaderKnows() {
         func choices(_ d: RadioDescriptor) -> [String] {
             guard let key = d.discriminator, case let .choice(c, _)? = d.option(key)?.type else { return [] }
