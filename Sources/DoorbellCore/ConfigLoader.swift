@@ -132,59 +132,18 @@ public enum ConfigLoader {
             tracker.finish()
         }
 
-        var rtl433: RTL433Settings?
-        var ook: OOKRadioSettings?
-        var ble: BLERadioSettings?
+        // The radios land in their slots of this; without a gateway_id nothing is returned.
+        var config = AgentConfig(gatewayID: gatewayID ?? "", paths: paths, log: log, button: button)
         var radios: [String] = []
         if let radio = top.table("radio") {
-            if let t = radio.table("rtl433") {
-                var r = RTL433Settings()
-                let enabled = t.bool("enabled") ?? true
-                if let s = t.string("binary", required: false) { r.binary = s.contains("/") ? resolve(s, baseDir: baseDir) : s }
-                if let s = t.string("conf_file", required: false) {
-                    let p = resolve(s, baseDir: baseDir)
-                    r.confFile = p
-                    if !checks.isReadableFile(p) {
-                        t.report("conf_file", "cannot read \(p). Point it at the board's rtl_433 decoder file, e.g. conf_file = \"/usr/share/doorbell-agent/board/common/rtl_433-doorbells.conf\"")
-                    }
-                }
-                if let a = t.stringArray("args") {
-                    r.args = a
-                    for bad in ["-F", "-M", "-r", "-w", "-W"] where a.contains(bad) {
-                        t.report("args", "must not contain \(bad): the agent sets output and input options itself (use `replay` for recordings)")
-                    }
-                }
-                if let files = t.stringArray("replay") {
-                    r.replay = files.map { resolve($0, baseDir: baseDir) }
-                    for p in r.replay where !checks.isReadableFile(p) {
-                        t.report("replay", "cannot read recording \(p). Check the path (relative paths start at the config file's folder).")
-                    }
-                }
-                if let v = t.int("restart_initial_ms", in: 100...600_000) { r.restartInitialMs = v }
-                if let v = t.int("restart_max_ms", in: 1_000...3_600_000) { r.restartMaxMs = v }
-                if r.restartMaxMs < r.restartInitialMs {
-                    t.report("restart_max_ms", "must be at least restart_initial_ms (\(r.restartInitialMs))")
-                }
-                t.finish()
-                if enabled { rtl433 = r; radios.append("rtl433") }
+            for kind in RadioRegistry.all { readRadio(kind, in: radio, into: &config, enabled: &radios, baseDir: baseDir, checks: checks) }
+            for (name, _) in radio.members where !RadioRegistry.names.contains(name) {
+                radio.excuse(name)
+                let guess = closest(to: name, in: RadioRegistry.names).map { "; did you mean \"\($0)\"?" } ?? ""
+                let known = RadioRegistry.descriptors.map { "\($0.name) (\($0.summary))" }.joined(separator: ", ")
+                radio.report(name, "unknown radio\(guess) This agent knows: \(known)")
             }
-            if let t = radio.table("ook") {
-                let enabled = t.bool("enabled") ?? true
-                if let o = readOOK(t, baseDir: baseDir, checks: checks), enabled {
-                    ook = o
-                    radios.append("ook")
-                }
-                t.finish()
-            }
-            if let t = radio.table("ble") {
-                let enabled = t.bool("enabled") ?? true
-                if let b = readBLE(t, baseDir: baseDir, checks: checks), enabled {
-                    ble = b
-                    radios.append("ble")
-                }
-                t.finish()
-            }
-            if let r = rtl433, let o = ook, o.source == .rtl433, r.replay.isEmpty, o.rtl433.replay.isEmpty,
+            if let r = config.rtl433, let o = config.ook, o.source == .rtl433, r.replay.isEmpty, o.rtl433.replay.isEmpty,
                !r.args.contains("-d") && !o.rtl433.args.contains("-d") {
                 radio.report("ook", "[radio.rtl433] and [radio.ook] source = \"rtl433\" would open the same SDR; give each its dongle with \"-d\" in args / rtl433_args")
             }
@@ -192,10 +151,10 @@ public enum ConfigLoader {
         }
 
         if let t = top.table("beacon") {
-            if ble == nil {
+            if config.ble == nil {
                 t.report("", "the base station's own iBeacon needs [radio.ble] (it advertises through the same controller)")
             }
-            if let b = readOwnBeacon(t) { ble?.beacon = b }
+            if let b = readOwnBeacon(t) { config.ble?.beacon = b }
             t.finish()
         }
 
@@ -304,9 +263,24 @@ public enum ConfigLoader {
         }
 
         top.finish()
-        guard let gatewayID else { return nil }
-        return AgentConfig(gatewayID: gatewayID, paths: paths, log: log, rtl433: rtl433, button: button,
-                           devices: devices, uplink: uplink, metrics: metrics)
-            .with { $0.clock = clock; $0.outbox = limits; $0.actions = actions; $0.ook = ook; $0.ble = ble; $0.regions = regions; $0.mqtt = mqtt }
+        guard gatewayID != nil else { return nil }
+        return config.with {
+            $0.devices = devices; $0.uplink = uplink; $0.metrics = metrics
+            $0.clock = clock; $0.outbox = limits; $0.actions = actions; $0.regions = regions; $0.mqtt = mqtt
+        }
+    }
+
+    /// One `[radio.<name>]` section through its radio's descriptor; an enabled, usable radio
+    /// lands in its slot of `config` and in `enabled`, in registry order.
+    static func readRadio<R: Radio>(_: R.Type, in radios: TableReader, into config: inout AgentConfig, enabled: inout [String],
+                                    baseDir: String, checks: ConfigFileChecks) {
+        guard let t = radios.table(R.descriptor.name) else { return }
+        let section = RadioSection(t, R.descriptor)
+        let on = section.bool("enabled") ?? true
+        if let settings = R.read(section, baseDir: baseDir, checks: checks), on {
+            config[keyPath: R.slot] = settings
+            enabled.append(R.descriptor.name)
+        }
+        section.finish()
     }
 }

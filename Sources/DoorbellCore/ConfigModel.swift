@@ -105,6 +105,8 @@ public struct RTL433Settings: Sendable, Equatable {
 /// A GPIO line named the way it survives kernel updates: the chip's label (`pinctrl-bcm2711`,
 /// `pinctrl-rp1` on a Pi 5) or its name/path (`gpiochip0`, `/dev/gpiochip4`), and the offset.
 public struct GPIOLineRef: Sendable, Equatable, CustomStringConvertible {
+    /// The line offsets the loader accepts.
+    public static let offsets = 0...1023
     public var chip: String
     public var line: Int
     /// The module's output (or the relay input) is active at low level.

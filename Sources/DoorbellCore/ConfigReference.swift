@@ -1,7 +1,9 @@
 // The configuration reference: every key of agent.toml with its type, default and meaning, as
-// the README's table shows it. `ConfigReferenceTests` holds the three together — the README's
-// table is this table, and every key the loader reads is a row here and every row a key the
-// loader reads — so a key cannot be added, renamed or dropped in one place only.
+// the README's table shows it. The `[radio.*]` rows come from the radios' descriptors, the very
+// declarations the loader reads those sections with; the other rows are written here.
+// `ConfigReferenceTests` holds the three together — the README's table is this table, and every
+// key the loader reads is a row here and every row a key the loader reads — so a key cannot be
+// added, renamed or dropped in one place only.
 // (A table of data: exempt from the ~400-line rule for source files.)
 
 public enum ConfigReference {
@@ -13,8 +15,11 @@ public enum ConfigReference {
         public let meaning: String
     }
 
-    /// The table's rows, in the README's order.
-    public static let rows: [Row] = [
+    /// The table's rows, in the README's order: the radios' rows are made from their
+    /// descriptors (`RadioRegistry`), the others are written here.
+    public static let rows: [Row] = general + RadioRegistry.descriptors.flatMap(\.rows) + devicesAndAfter
+
+    static let general: [Row] = [
         Row(key: #"`gateway_id`"#, type: #"string, required"#, defaultValue: #""#,
             meaning: #"this gateway's name in the cloud (`[A-Za-z0-9._-]`, ≤ 64)"#),
         Row(key: #"`[paths] state_dir`"#, type: #"path"#, defaultValue: #"`/var/lib/doorbell-agent`"#,
@@ -23,38 +28,9 @@ public enum ConfigReference {
             meaning: #"control socket for `agentctl`"#),
         Row(key: #"`[log] level`"#, type: #"string"#, defaultValue: #"`info`"#,
             meaning: #"`debug`, `info`, `notice`, `warning`, `error`"#),
-        Row(key: #"`[radio.rtl433] enabled`"#, type: #"bool"#, defaultValue: #"`true`"#,
-            meaning: #"run rtl_433"#),
-        Row(key: #"`[radio.rtl433] binary`"#, type: #"string"#, defaultValue: #"`rtl_433`"#,
-            meaning: #"program, looked up in PATH"#),
-        Row(key: #"`[radio.rtl433] conf_file`"#, type: #"path"#, defaultValue: #""#,
-            meaning: #"rtl_433 decoder file passed as `-c` (boards ship `board/common/rtl_433-doorbells.conf`)"#),
-        Row(key: #"`[radio.rtl433] args`"#, type: #"string array"#, defaultValue: #"`[]`"#,
-            meaning: #"extra rtl_433 arguments (`-d`, `-f`, `-g`, `-R`, `-X`); `-F/-M/-r/-w/-W` are refused, the agent sets output itself (`-F json -M time:unix:usec -M level`)"#),
-        Row(key: #"`[radio.rtl433] replay`"#, type: #"path array"#, defaultValue: #"`[]`"#,
-            meaning: #"recordings to play (`-r FILE` each) instead of an SDR: the sim board. The radio shows `finished` after them."#),
-        Row(key: #"`[radio.rtl433] restart_initial_ms`, `restart_max_ms`"#, type: #"int"#, defaultValue: #"1000, 60000"#,
-            meaning: #"backoff when rtl_433 exits or is missing"#),
-        Row(key: #"`[radio.ook] source`"#, type: #"`gpio`, `rtl433`, `replay`, required"#, defaultValue: #""#,
-            meaning: #"where OOK pulses come from: a receiver module's data pin (libgpiod edge events), rtl_433 in pulse mode (`-R 0 -w OOK:-`, for remotes its decoders mislabel or miss), or `.ook`/`.vcd` recordings. The agent decodes them itself."#),
-        Row(key: #"`[radio.ook] enabled`"#, type: #"bool"#, defaultValue: #"`true`"#,
-            meaning: #"`false` keeps the section but does not run the radio"#),
-        Row(key: #"`[radio.ook] chip`"#, type: #"string (gpio)"#, defaultValue: #""#,
-            meaning: #"the GPIO chip by **label**: `pinctrl-bcm2835` (Zero 2 W, 3), `pinctrl-bcm2711` (4), `pinctrl-rp1` (5); `gpiochipN` or a path also work. A missing chip, a line in use or missing permission is a `missing` radio with the reason in `agentctl status`, retried with backoff, never a crash."#),
-        Row(key: #"`[radio.ook] line`"#, type: #"int (gpio)"#, defaultValue: #""#,
-            meaning: #"line offset (the BCM GPIO number on a Pi)"#),
-        Row(key: #"`[radio.ook] active_low`"#, type: #"bool"#, defaultValue: #"`false`"#,
-            meaning: #"the module's output idles high"#),
-        Row(key: #"`[radio.ook] glitch_us`"#, type: #"int"#, defaultValue: #"80"#,
-            meaning: #"levels shorter than this are receiver noise, folded into the level around them"#),
-        Row(key: #"`[radio.ook] protocols`"#, type: #"int array"#, defaultValue: #"`[1,2,3,4,5,6]`"#,
-            meaning: #"rc-switch protocols to try (1 = EV1527/PT2262: sync 1T+31T, bits 1T:3T)"#),
-        Row(key: #"`[radio.ook] bits`"#, type: #"int"#, defaultValue: #"24"#,
-            meaning: #"bits per word"#),
-        Row(key: #"`[radio.ook] replay`"#, type: #"path array"#, defaultValue: #""#,
-            meaning: #"`replay`: `.ook`/`.vcd` files, placed a minute apart on the tracker's clock; `rtl433`: `.cu8` recordings for rtl_433 to read instead of the SDR"#),
-        Row(key: #"`[radio.ook] rtl433_binary`, `rtl433_args`"#, type: #"string, string array"#, defaultValue: #"`rtl_433`, `[]`"#,
-            meaning: #"`rtl433` source: program and device options (`-d`, `-f`, `-g`); decoder and output options are refused. One stick cannot serve `[radio.rtl433]` and this at once: give each its `-d`."#),
+    ]
+
+    static let devicesAndAfter: [Row] = [
         Row(key: #"`[tracker.button] repeat_gap_ms`"#, type: #"int"#, defaultValue: #"300"#,
             meaning: #"frames of one device closer than this are the same press"#),
         Row(key: #"`[tracker.button] hold_after_ms`"#, type: #"int"#, defaultValue: #"1500"#,
@@ -67,36 +43,12 @@ public enum ConfigReference {
             meaning: #"shown in notifications"#),
         Row(key: #"`[[device]] kind`"#, type: #"string"#, defaultValue: #"`doorbell`"#,
             meaning: #""#),
-        Row(key: #"`[[device]] radio`"#, type: #"`rtl433`, `ook` or `ble`"#, defaultValue: #"the first configured of rtl433, ook, ble"#,
-            meaning: #""#),
+        Row(key: #"`[[device]] radio`"#, type: ConfigLoader.orList(RadioRegistry.names.map { "`\($0)`" }),
+            defaultValue: "the first configured of " + RadioRegistry.names.joined(separator: ", "), meaning: #""#),
         Row(key: #"`[[device]] bindkey`"#, type: #"32 hex digits (ble)"#, defaultValue: #""#,
             meaning: #"a BTHome device's AES key; then plaintext adverts from it are refused (downgrade), and its counter must grow (replays refused, also across reboots: the last packet id and counter per button are kept in the outbox, in the transaction that stores the press they produced; an older agent's `state_dir/ble-buttons.json` is taken over once and removed)"#),
         Row(key: #"`[[device]] match`"#, type: #"table, required"#, defaultValue: #""#,
             meaning: #"fields that must all match: `code` (hex string like `"0x91568F"` or integer: the same 24-bit code whether rtl_433's flex decoder or the agent's OOK decoder heard it), `id`, `unit`, `channel`, `button`, `cmd`, `data`, `model`, and for OOK `protocol` (`ev1527`, `pt2262`, `rcswitch-N`) and `tristate`; for BLE buttons only `address` (`"C0:11:22:33:44:02"`). `model` alone is refused: rtl_433 mislabels EV1527 bells. `agentctl status` lists unconfigured transmitters it hears, with their identity."#),
-        Row(key: #"`[radio.ble] transport`"#, type: #"`hci`, `serial`, `tcp`, `replay`, required"#, defaultValue: #""#,
-            meaning: #"how the controller is reached: the kernel HCI socket (`device = "hci0"`; needs CAP_NET_RAW/CAP_NET_ADMIN, which the unit grants; through BlueZ's libbluetooth; `channel` below), an H4 UART (`path`, `baud` default 1000000, `flow_control` default true: an nRF52840 or similar with HCI firmware), H4 over TCP (`address = "host:port"`, numeric: ser2net, the tests' virtual controller), or btsnoop captures (`replay = [...]`)"#),
-        Row(key: #"`[radio.ble] enabled`"#, type: #"bool"#, defaultValue: #"`true`"#,
-            meaning: #"`false` keeps the section but does not run the radio"#),
-        Row(key: #"`[radio.ble] device`"#, type: #"string (hci)"#, defaultValue: #"`hci0`"#,
-            meaning: #"the kernel controller (`btmgmt info` / `hciconfig` list them)"#),
-        Row(key: #"`[radio.ble] path`, `baud`, `flow_control`"#, type: #"string, int, bool (serial)"#, defaultValue: #"–, 1000000, `true`"#,
-            meaning: #"the H4 UART, its standard baud rate, RTS/CTS"#),
-        Row(key: #"`[radio.ble] address`"#, type: #"string (tcp)"#, defaultValue: #""#,
-            meaning: #"`host:port` of an H4 stream; the host numeric (IPv4, `[IPv6]`) or `localhost`"#),
-        Row(key: #"`[radio.ble] replay`"#, type: #"path array (replay)"#, defaultValue: #""#,
-            meaning: #"btsnoop captures to play (`agentctl capture` makes them)"#),
-        Row(key: #"`[radio.ble] channel`"#, type: #"`user`, `raw`"#, defaultValue: #"`user`"#,
-            meaning: #"with `transport = "hci"`: `user` takes the controller for the agent alone (HCI user channel: the agent powers it down and binds it; bluetoothd loses it while the agent runs); `raw` shares it with bluetoothd, whose scans and power changes silently stop the agent's scan (the field rig lost 7 of 10 presses)"#),
-        Row(key: #"`[radio.ble] scan`"#, type: #"`passive`, `active`"#, defaultValue: #"`passive`"#,
-            meaning: #""#),
-        Row(key: #"`[radio.ble] interval_ms`, `window_ms`"#, type: #"int"#, defaultValue: #"60, 30"#,
-            meaning: #"scan timing. Duplicate filtering is always off: controller de-duplication loses button presses."#),
-        Row(key: #"`[radio.ble] extended_scan`"#, type: #"bool"#, defaultValue: #"`true`"#,
-            meaning: #"LE extended scanning when the controller supports it (and no own beacon is advertised); otherwise legacy"#),
-        Row(key: #"`[radio.ble] stall_s`"#, type: #"int"#, defaultValue: #"120"#,
-            meaning: #"no advertising report for this long: the controller is reset and the radio shows `degraded` until reports flow again (0 = off)"#),
-        Row(key: #"`[radio.ble] command_timeout_ms`"#, type: #"int"#, defaultValue: #"2000"#,
-            meaning: #"how long one HCI command may wait for its Command Complete/Status (100–60000); then the controller is restarted with backoff"#),
         Row(key: #"`[beacon] uuid`, `major`, `minor`, `measured_power`, `interval_ms`"#, type: #""#, defaultValue: #"power −59, 100 ms"#,
             meaning: #"the base station's own iBeacon (non-connectable), advertised while scanning, so the owner's app wakes up at the door"#),
         Row(key: #"`[[region]] id`, `name`, `uuid`, `major`, `minor`"#, type: #""#, defaultValue: #""#,

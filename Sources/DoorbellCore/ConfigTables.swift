@@ -54,6 +54,11 @@ final class TableReader {
 
     func markUsed(_ key: String) { used.insert(key); noteAsked(key) }
 
+    /// Already answered by the caller (no "unknown key"), but not a key the loader reads here.
+    func excuse(_ key: String) { used.insert(key) }
+
+    func isUsed(_ key: String) -> Bool { used.contains(key) }
+
     private func noteAsked(_ key: String) {
         let section = path.compactMap { if case let .key(k) = $0 { k } else { nil } }
         sink.asked.insert((section + [key]).joined(separator: "."))
@@ -161,9 +166,10 @@ final class TableReader {
         return out
     }
 
-    /// Reports every key nobody asked for, with the closest known key as a suggestion.
-    func finish() {
-        let known = Array(used)
+    /// Reports every key nobody asked for, with the closest known key (asked for, or one of
+    /// `alsoKnown`) as a suggestion.
+    func finish(alsoKnown: [String] = []) {
+        let known = Array(used) + alsoKnown.filter { !used.contains($0) }
         for (key, _) in members where !used.contains(key) {
             var message = "unknown key"
             if let guess = closest(to: key, in: known) { message += "; did you mean \"\(guess)\"?" }
