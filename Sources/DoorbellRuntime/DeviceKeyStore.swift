@@ -34,24 +34,9 @@ public enum DeviceKeyStore {
     }
 
     static func write(_ bytes: [UInt8], to path: String) throws(KeyStoreError) {
-        let tmp = path + ".tmp"
-        unlink(tmp)
-        let fd = retryingEINTR { open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600) }
-        guard fd >= 0 else {
-            throw KeyStoreError(description: "cannot create device key \(path): \(errnoText()). Check that the state directory exists and is writable by the doorbell-agent user.")
+        if let failure = DurableFile.replace(path, with: bytes) {
+            throw KeyStoreError(description: "cannot write device key \(failure.path): \(failure.reason). Check that the state directory exists and is writable by the doorbell-agent user.")
         }
-        let data = bytes
-        let written = data.withUnsafeBytes { buf in retryingEINTR { Glibc.write(fd, buf.baseAddress, buf.count) } }
-        let synced = fsync(fd) == 0
-        close(fd)
-        guard written == data.count, synced, rename(tmp, path) == 0 else {
-            let message = errnoText()
-            unlink(tmp)
-            throw KeyStoreError(description: "cannot write device key \(path): \(message)")
-        }
-        let dir = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
-        let dfd = open(dir.isEmpty ? "." : dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if dfd >= 0 { fsync(dfd); close(dfd) }
     }
 
     public static func publicKeyBase64(_ publicKey: [UInt8]) -> String {

@@ -23,17 +23,8 @@ public enum LastGoodConfig {
     /// Written to a temporary file, synced, renamed over the old copy, directory synced: a power
     /// cut leaves the old copy or the new one, never a torn one.
     public static func save(_ bytes: [UInt8], stateDir: String) throws(SpawnError) {
-        let target = path(stateDir: stateDir)
-        let tmp = target + ".tmp"
-        let fd = retryingEINTR { open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600) }
-        guard fd >= 0 else { throw SpawnError(program: tmp, code: errno) }
-        let written = bytes.withUnsafeBytes { buf in retryingEINTR { write(fd, buf.baseAddress, buf.count) } }
-        let synced = fsync(fd) == 0
-        let code = errno
-        close(fd)
-        guard written == bytes.count, synced else { throw SpawnError(program: tmp, code: code) }
-        guard rename(tmp, target) == 0 else { throw SpawnError(program: target, code: errno) }
-        let dir = retryingEINTR { open(stateDir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
-        if dir >= 0 { _ = fsync(dir); close(dir) }
+        if let failure = DurableFile.replace(path(stateDir: stateDir), with: bytes) {
+            throw SpawnError(program: failure.path, code: failure.code)
+        }
     }
 }
