@@ -59,12 +59,16 @@ public struct RadioDescriptor: Sendable, Equatable {
     public var discriminator: String?
     /// In the README's order.
     public var options: [RadioOption]
+    /// What it counts, in `agentctl status`'s order: the status JSON, the table and the
+    /// Prometheus file are rendered from these (`AgentStatusReport`).
+    public var counters: [RadioCounterSpec]
 
-    public init(name: String, summary: String, discriminator: String? = nil, options: [RadioOption]) {
+    public init(name: String, summary: String, discriminator: String? = nil, options: [RadioOption], counters: [RadioCounterSpec] = []) {
         self.name = name
         self.summary = summary
         self.discriminator = discriminator
         self.options = options
+        self.counters = counters
     }
 
     public func option(_ key: String) -> RadioOption? { options.first { $0.key == key } }

@@ -62,9 +62,16 @@ import Testing
         #expect(rows.contains { $0.key == "`[[device]] radio`" && $0.type == "`rtl433`, `ook` or `ble`" && $0.defaultValue == "the first configured of rtl433, ook, ble" })
     }
 
-    /// A radio added to the registry has its counters in status and metrics, and the reverse.
-    @Test func theStatusCountersAreKeptForTheRegisteredRadios() {
-        #expect(Set(RadioCounterCatalog.byRadio.keys) == Set(RadioRegistry.names))
+    /// Every registered radio declares what it counts (status, table and metrics come from it),
+    /// each counter once, and every exported series has a help text.
+    @Test func everyRadioDeclaresItsCounters() {
+        for d in RadioRegistry.descriptors {
+            #expect(!d.counters.isEmpty, "\(d.name) declares no counters")
+            #expect(Set(d.counters.map(\.key)).count == d.counters.count, "\(d.name) declares a counter twice")
+            #expect(d.counters.allSatisfy { !$0.help.isEmpty })
+            #expect(RadioCounterCatalog.counters(for: d.name) == d.counters)
+        }
+        #expect(RadioCounterCatalog.counters(for: "zigbee") == [])
     }
 
     @Test func aDiscriminatorsChoicesAreTheValuesItsReaderKnows() {

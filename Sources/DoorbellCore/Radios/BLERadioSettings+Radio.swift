@@ -34,6 +34,15 @@ extension BLERadioSettings: Radio {
                         help: "no advertising report for this long: the controller is reset and the radio shows `degraded` until reports flow again (0 = off)"),
             RadioOption("command_timeout_ms", .int(100...60_000, default: 2_000),
                         help: "how long one HCI command may wait for its Command Complete/Status; then the controller is restarted with backoff"),
+        ],
+        counters: [
+            RadioCounterSpec("reports", table: "reports", help: "Advertising reports from the controller."),
+            RadioCounterSpec("bthome", table: "BTHome", help: "BTHome adverts from configured buttons."),
+            RadioCounterSpec("ibeacons", table: "iBeacon", help: "iBeacon adverts."),
+            RadioCounterSpec("replays_refused", table: "replays refused", help: "BTHome packets refused as replays."),
+            RadioCounterSpec("decrypt_failures", table: "bad MICs", help: "Encrypted BTHome adverts whose MIC did not verify."),
+            RadioCounterSpec("downgrades_refused", table: nil, help: "Unencrypted adverts refused from a button configured with a key."),
+            RadioCounterSpec("lines", table: nil, metric: RadioCounterCatalog.lines.metric, help: "Advertising reports the radio read."),
         ])
 
     static var slot: WritableKeyPath<AgentConfig, BLERadioSettings?> { \.ble }

@@ -25,6 +25,16 @@ extension OOKRadioSettings: Radio {
                         help: "the rtl_433 program run in pulse mode, looked up in PATH"),
             RadioOption("rtl433_args", .strings(default: []), for: ["rtl433"],
                         help: "its device options (`-d`, `-f`, `-g`); decoder and output options are refused. One stick cannot serve `[radio.rtl433]` and this at once: give each its `-d`."),
+        ],
+        counters: [
+            RadioCounterSpec("pulses", table: "pulses", metric: "doorbell_ook_pulses_total", labelledByRadio: false, help: "Pulses the OOK decoder saw."),
+            RadioCounterSpec("glitches", table: "glitches", metric: "doorbell_ook_glitches_total", labelledByRadio: false,
+                             help: "Receiver spikes folded by the glitch filter."),
+            RadioCounterSpec("words", table: "words", metric: "doorbell_ook_words_total", labelledByRadio: false, help: "Fixed-code words decoded."),
+            RadioCounterSpec("frames", table: "codes", metric: "doorbell_radio_frames_total", help: RadioCounterCatalog.frames.help),
+            RadioCounterCatalog.unmatched,
+            RadioCounterSpec("lines", table: nil, metric: RadioCounterCatalog.lines.metric, help: RadioCounterCatalog.lines.help),
+            RadioCounterSpec("rejected", table: nil, help: "Pulse trains the OOK decoder rejected."),
         ])
 
     static var slot: WritableKeyPath<AgentConfig, OOKRadioSettings?> { \.ook }

@@ -16,6 +16,11 @@ extension RTL433Settings: Radio {
                         help: "backoff when rtl_433 exits or is missing: the first wait"),
             RadioOption("restart_max_ms", .int(1_000...3_600_000, default: 60_000),
                         help: "backoff when rtl_433 exits or is missing: the longest wait (at least restart_initial_ms)"),
+        ],
+        counters: [
+            RadioCounterCatalog.lines, RadioCounterCatalog.frames,
+            RadioCounterSpec("malformed", table: "malformed", metric: "doorbell_radio_malformed_total", help: "Lines that could not be decoded."),
+            RadioCounterCatalog.unmatched,
         ])
 
     static var slot: WritableKeyPath<AgentConfig, RTL433Settings?> { \.rtl433 }
