@@ -11,7 +11,7 @@ enum FuzzTarget: String, CaseIterable {
     static let bleButton = DeviceConfig(id: "btn", name: "Button", radio: "ble", match: RTL433Match(fields: [("address", .text("C0:11:22:33:44:02"))]))
     static let region = BeaconRegion(id: "r", name: "r", uuid: [0xE2, 0xC5, 0x6D, 0xB5, 0xDF, 0xFB, 0x48, 0xD2, 0xB0, 0x60, 0xD0, 0xF5, 0xA7, 0x10, 0x96, 0xE0])
 
-    case json, rtl433, config, control, pulses, ooktext, vcd, hci, ad, bthome, secret, eddystone
+    case json, rtl433, config, control, pulses, ooktext, vcd, hci, ad, bthome, secret, eddystone, ancs
 
     func run(_ bytes: [UInt8]) {
         switch self {
@@ -124,6 +124,32 @@ enum FuzzTarget: String, CaseIterable {
             var pipeline = BLEPipeline(devices: [], regions: [region])
             let report = BLEAdvertisingReport(address: [0xC0, 0x11, 0x22, 0x33, 0x44, 0x05], rssi: -50, data: advert)
             for t in 0..<4 { _ = pipeline.handle(report: report, at: ReceiveTime(monoMicros: Int64(t) * 100_000, wallMicros: 0, clockSynced: true)) }
+        case .ancs:
+            // Notification Source: the whole input and its first 8 bytes. Data Source: the rest as
+            // GATT notifications, each a length byte (mod 64) and that many bytes, against one
+            // outstanding command: never a trap, never more held than the bound, never an
+            // answer for another UID.
+            var source = ANCSNotificationSource()
+            _ = source.receive(bytes)
+            if case let .success(n) = source.receive(bytes.prefix(8)) { precondition(n.bytes == Array(bytes.prefix(8)), "ANCS round trip") }
+            var settings = ANCSDataSourceAssembler.Settings()
+            settings.maxResponseBytes = 600
+            var assembler = ANCSDataSourceAssembler(settings: settings)
+            let command = ANCSCommand.getNotificationAttributes(uid: 7, attributes: [.appIdentifier, .title(maxLength: 64), .message(maxLength: 200), .date, .negativeActionLabel])
+            try? assembler.sent(command, at: 0)
+            var i = 0
+            var t: Int64 = 0
+            while i < bytes.count {
+                let n = Int(bytes[i]) % 64
+                let fragment = bytes[(i + 1)..<min(bytes.count, i + 1 + n)]
+                i += 1 + n
+                t += 700_000
+                let outcome = assembler.receive(fragment, at: t)
+                precondition(assembler.heldBytes <= settings.maxResponseBytes, "ANCS assembler held more than its bound")
+                if case let .notificationAttributes(a)? = outcome { precondition(a.uid == 7, "ANCS answer for another UID") }
+                if assembler.outstanding == nil { try? assembler.sent(command, at: t) }
+            }
+            _ = assembler.linkDropped()
         case .config:
             _ = try? ConfigLoader.parse(bytes: bytes, file: "fuzz.toml")
         case .control:
