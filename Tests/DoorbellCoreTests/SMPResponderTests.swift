@@ -1,3 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
 import DoorbellCore
 import PropertyBased
 import Testing
@@ -82,6 +87,64 @@ struct SMPResponderTests {
         #expect(r.isFinished && r.deadline == nil)
         // Next time the phone comes back under this private address, the IRK recognises it.
         #expect(SMPCrypto.resolves(address: Self.phoneRPA.address, irk: bond.peerIRK ?? []))
+    }
+
+    /// A whole pairing as air bytes (`smp-just-works.transcript`): recorded from a run of the
+    /// responder (RECORD_GOLDEN=1), checked here with SMPCrypto and by Tests/helpers/smp_reference.py
+    /// with Bumble's own PDU parser and crypto — the byte order and every composition agree.
+    @Test func theRecordedTranscriptVerifies() throws {
+        if ProcessInfo.processInfo.environment["RECORD_GOLDEN"] == "1" { try Self.recordTranscript() }
+        var t: [String: [UInt8]] = [:]
+        for line in try Golden.read("smp-just-works.transcript").split(separator: "\n") where !line.hasPrefix("#") {
+            let parts = line.split(separator: " ")
+            t[String(parts[0])] = hexBytes(parts[1])
+        }
+        func pdu(_ name: String) throws -> SMPPDU { try SMPPDU(parsing: try #require(t[name], "\(name) missing")) }
+        guard case let .pairingRequest(req) = try pdu("pairing_request"), case let .pairingResponse(res) = try pdu("pairing_response"),
+              case let .pairingPublicKey(pkax, _) = try pdu("public_key_initiator"), case let .pairingPublicKey(pkbx, _) = try pdu("public_key_responder"),
+              case let .pairingConfirm(cb) = try pdu("pairing_confirm"), case let .pairingRandom(na) = try pdu("random_initiator"),
+              case let .pairingRandom(nb) = try pdu("random_responder"), case let .pairingDHKeyCheck(ea) = try pdu("dhkey_check_initiator"),
+              case let .pairingDHKeyCheck(eb) = try pdu("dhkey_check_responder"), let w = t["dhkey"], let a = t["initiator_address"], let b = t["responder_address"]
+        else { Issue.record("transcript does not parse"); return }
+        #expect(SMPCrypto.f4(u: pkbx, v: pkax, x: nb, z: 0) == cb)
+        let (macKey, ltk) = SMPCrypto.f5(w: w, n1: na, n2: nb, a1: a, a2: b)
+        let zero = [UInt8](repeating: 0, count: 16)
+        #expect(SMPCrypto.f6(w: macKey, n1: na, n2: nb, r: zero, ioCap: req.ioCapField, a1: a, a2: b) == ea)
+        #expect(SMPCrypto.f6(w: macKey, n1: nb, n2: na, r: zero, ioCap: res.ioCapField, a1: b, a2: a) == eb)
+        #expect(ltk == t["ltk"])
+    }
+
+    static func recordTranscript() throws {
+        var phone = try Phone()
+        var r = try Self.responder(nonce: SecureRandom.bytes(16))
+        var lines = ["# LE Secure Connections Just Works, the phone (initiator) against SMPResponder: each PDU as",
+                     "# its air bytes (code, fields least significant octet first); addresses (type ‖ address),",
+                     "# DHKey and LTK most significant octet first. Re-record: RECORD_GOLDEN=1 swift test --filter SMPResponderTests"]
+        func line(_ name: String, _ bytes: [UInt8]) { lines.append("\(name) \(hexString(bytes))") }
+        line("initiator_address", phoneRPA.field)
+        line("responder_address", baseStation.field)
+        let request = SMPPDU.pairingRequest(phone.request)
+        line("pairing_request", request.bytes)
+        let s1 = r.received(request.bytes, at: 0)
+        line("pairing_response", s1.send[0].bytes)
+        if case let .pairingResponse(p) = s1.send[0] { phone.response = p }
+        line("public_key_initiator", phone.publicKeyPDU.bytes)
+        let s2 = r.received(phone.publicKeyPDU.bytes, at: 1)
+        line("public_key_responder", s2.send[0].bytes)
+        line("pairing_confirm", s2.send[1].bytes)
+        if case let .pairingPublicKey(x, y) = s2.send[0] { phone.responderKey = x + y }
+        let na = SMPPDU.pairingRandom(phone.nonce)
+        line("random_initiator", na.bytes)
+        let s3 = r.received(na.bytes, at: 2)
+        line("random_responder", s3.send[0].bytes)
+        guard case let .pairingRandom(nb) = s3.send[0] else { return }
+        let (ea, _, ltk) = try phone.dhKeyCheck(responderNonce: nb)
+        line("dhkey_check_initiator", SMPPDU.pairingDHKeyCheck(ea).bytes)
+        let s4 = r.received(SMPPDU.pairingDHKeyCheck(ea).bytes, at: 3)
+        line("dhkey_check_responder", s4.send[0].bytes)
+        line("dhkey", try phone.keys.dhKey(peerPublicKey: phone.responderKey))
+        line("ltk", ltk)
+        try (lines.joined(separator: "\n") + "\n").write(toFile: Golden.fixtures + "/smp-just-works.transcript", atomically: true, encoding: .utf8)
     }
 
     @Test func aPhoneThatSendsNoIdentityIsBondedUnderItsAddress() throws {

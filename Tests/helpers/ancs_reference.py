@@ -114,25 +114,26 @@ DATA_SOURCE = [
 ]
 
 
+def fixture_texts():
+    """File name → the text this script lays out for it."""
+    ns = ("# ANCS Notification Source packets (8 bytes: EventID, EventFlags, CategoryID,\n"
+          "# CategoryCount, NotificationUID little-endian), written by Tests/helpers/ancs_reference.py\n"
+          "# from the layout in Apple's ANCS specification with Python's struct.\n")
+    ns += "".join(f"# {case[0]}\n{ns_bytes(case).hex()}\n" for case in NOTIFICATION_SOURCE)
+    cp = "# ANCS Control Point commands, written by Tests/helpers/ancs_reference.py with struct.\n"
+    cp += "".join(f"# {comment}\n{data.hex()}\n" for comment, data in CONTROL_POINT)
+    ds = ("# ANCS Data Source responses, one GATT notification per '>' line, after the command\n"
+          "# the base station wrote ('N uid attribute[:max]…' or 'A app-id attribute…'). Written by\n"
+          "# Tests/helpers/ancs_reference.py with struct from Apple's ANCS specification.\n")
+    for comment, command, fragments in DATA_SOURCE:
+        ds += f"# {comment}\ncommand {command}\n" + "".join(f"> {fr.hex()}\n" for fr in fragments)
+    return {"ancs-notification-source.hex": ns, "ancs-control-point.hex": cp, "ancs-data-source.hex": ds}
+
+
 def write():
-    with open(os.path.join(FIXTURES, "ancs-notification-source.hex"), "w") as f:
-        f.write("# ANCS Notification Source packets (8 bytes: EventID, EventFlags, CategoryID,\n"
-                "# CategoryCount, NotificationUID little-endian), written by Tests/helpers/ancs_reference.py\n"
-                "# from the layout in Apple's ANCS specification with Python's struct.\n")
-        for case in NOTIFICATION_SOURCE:
-            f.write(f"# {case[0]}\n{ns_bytes(case).hex()}\n")
-    with open(os.path.join(FIXTURES, "ancs-control-point.hex"), "w") as f:
-        f.write("# ANCS Control Point commands, written by Tests/helpers/ancs_reference.py with struct.\n")
-        for comment, data in CONTROL_POINT:
-            f.write(f"# {comment}\n{data.hex()}\n")
-    with open(os.path.join(FIXTURES, "ancs-data-source.hex"), "w") as f:
-        f.write("# ANCS Data Source responses, one GATT notification per '>' line, after the command\n"
-                "# the base station wrote ('N uid attribute[:max]…' or 'A app-id attribute…'). Written by\n"
-                "# Tests/helpers/ancs_reference.py with struct from Apple's ANCS specification.\n")
-        for comment, command, fragments in DATA_SOURCE:
-            f.write(f"# {comment}\ncommand {command}\n")
-            for fr in fragments:
-                f.write(f"> {fr.hex()}\n")
+    for name, text in fixture_texts().items():
+        with open(os.path.join(FIXTURES, name), "w") as f:
+            f.write(text)
 
 
 def describe_notification(data):
@@ -150,8 +151,60 @@ def describe_notification(data):
     return f"{event} flags={','.join(flags) or 'none'} category={category} count={n.category_count} uid={n.notification_uid}"
 
 
+def decode_data_source(command, fragments):
+    """The values a complete response carries, by golden-file key, decoded here independently:
+    the stream's header, then (id, length, value) tuples, each value kept to its max length; the
+    first response whose header is the command's (a late answer for another UID is skipped)."""
+    words = command.split()
+    keys = {0: "app", 1: "title", 2: "subtitle", 3: "message", 4: "size", 5: "date", 6: "positive", 7: "negative"}
+    if words[0] == "A":
+        header, wanted, keys = b"\x01" + words[1].encode() + b"\x00", {0: None}, {0: "display-name"}
+    else:
+        header, wanted = struct.pack("<BI", 0, int(words[1])), {}
+        for w in words[2:]:
+            name, _, n = w.partition(":")
+            wanted[ATTRS.index(name)] = int(n) if n else None
+    start = next((i for i in range(len(fragments)) if b"".join(fragments[i:]).startswith(header)), None)
+    if start is None:
+        return None
+    data = b"".join(fragments[start:])[len(header):]
+    got = {}
+    while len(data) >= 3 and len(got) < len(wanted):
+        a, n = struct.unpack_from("<BH", data)
+        value, data = data[3:3 + n], data[3 + n:]
+        if len(value) < n:
+            return None  # cut short: the command times out
+        if a in wanted and keys[a] not in got:
+            got[keys[a]] = value[:wanted[a]] if wanted[a] is not None else value
+    return got if len(got) == len(wanted) else None
+
+
+def check_data_source(golden):
+    ok, i = True, 0
+    for comment, command, fragments in DATA_SOURCE:
+        i = golden.index("# " + comment, i)
+        line = golden[i + 1]
+        values = decode_data_source(command, fragments)
+        if values is None:
+            ok &= line.startswith("abandoned")
+            continue
+        for key, value in values.items():
+            text = value.decode("utf-8", "replace")
+            if key == "size":
+                expected = f"size={int(text)}"
+            elif key == "date":
+                expected = "date=-" if len(text) != 15 or text[8] != "T" else \
+                    f"date={text[0:4]}-{text[4:6]}-{text[6:8]}T{text[9:11]}:{text[11:13]}:{text[13:15]}"
+            else:
+                expected = f'{key}="{text}"'
+            if expected not in line:
+                ok = False
+                print(f"data source differs for {comment!r}: python {expected}, swift {line}")
+    return ok
+
+
 def check():
-    ok = True
+    ok = check_data_source(open(os.path.join(FIXTURES, "ancs-data-source.golden.txt")).read().splitlines())
     golden = open(os.path.join(FIXTURES, "ancs-notification-source.golden.txt")).read().splitlines()
     mine = []
     for case in NOTIFICATION_SOURCE:
@@ -162,12 +215,10 @@ def check():
         for a, b in zip(got, mine):
             if a != b:
                 print(f"notification source differs:\n  swift:  {a}\n  python: {b}")
-    for name in ("ancs-notification-source.hex", "ancs-control-point.hex", "ancs-data-source.hex"):
-        before = open(os.path.join(FIXTURES, name)).read()
-        write()
-        if open(os.path.join(FIXTURES, name)).read() != before:
+    for name, text in fixture_texts().items():
+        if open(os.path.join(FIXTURES, name)).read() != text:
             ok = False
-            print(f"{name} is not what this script writes")
+            print(f"{name} is not what this script writes (ancs_reference.py write, then review the diff)")
     print("ancs reference: agrees" if ok else "ancs reference: DISAGREES")
     return ok
 
