@@ -86,7 +86,9 @@ struct SMPResponderTests {
         #expect(s5 == SMPResponder.Step(outcome: .paired(bond)))
         #expect(r.isFinished && r.deadline == nil)
         // Next time the phone comes back under this private address, the IRK recognises it.
-        #expect(SMPCrypto.resolves(address: Self.phoneRPA.address, irk: bond.peerIRK ?? []))
+        #expect(bond.recognises(Self.phoneRPA) && bond.recognises(Self.phoneIdentity))
+        #expect(!bond.recognises(BLEIdentityAddress(type: 1, address: [0x70, 0x81, 0x94, 0x0D, 0xFB, 0xAB])), "another phone's private address")
+        #expect(!bond.recognises(BLEIdentityAddress(type: 0, address: Self.phoneRPA.address)), "the same bytes as a public address")
     }
 
     /// A whole pairing as air bytes (`smp-just-works.transcript`): recorded from a run of the

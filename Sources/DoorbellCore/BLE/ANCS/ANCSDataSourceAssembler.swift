@@ -242,24 +242,23 @@ public struct ANCSDataSourceAssembler: Sendable {
 
     private mutating func complete(_ p: Pending) -> ANCSDataSourceOutcome {
         func text(_ id: UInt8) -> String? { p.values[id].map { String(decoding: $0, as: UTF8.self) } }
-        switch p.command {
-        case let .getAppAttributes(app, _):
+        if case let .getAppAttributes(app, _) = p.command {
             return .appAttributes(ANCSAppAttributes(appIdentifier: app, displayName: text(ANCSAppAttribute.displayName.id)))
-        case let .getNotificationAttributes(uid, _), let .performNotificationAction(uid, _):
-            var a = ANCSNotificationAttributes(uid: uid)
-            a.appIdentifier = text(0)
-            a.title = text(1)
-            a.subtitle = text(2)
-            a.message = text(3)
-            a.messageSize = text(4).flatMap { Int($0) }
-            if let d = text(5) {
-                a.date = ANCSDate(text: d)
-                if a.date == nil, !d.isEmpty { note(\.badDates, "date \"\(d.prefix(20))\" is not yyyyMMdd'T'HHmmSS") }
-            }
-            a.positiveActionLabel = text(6)
-            a.negativeActionLabel = text(7)
-            return .notificationAttributes(a)
         }
+        // `sent` only lets the two commands with a response in; the header holds the UID.
+        var a = ANCSNotificationAttributes(uid: ANCSBytes.uint32(p.header, at: 1))
+        a.appIdentifier = text(0)
+        a.title = text(1)
+        a.subtitle = text(2)
+        a.message = text(3)
+        a.messageSize = text(4).flatMap { Int($0) }
+        if let d = text(5) {
+            a.date = ANCSDate(text: d)
+            if a.date == nil, !d.isEmpty { note(\.badDates, "date \"\(d.prefix(20))\" is not yyyyMMdd'T'HHmmSS") }
+        }
+        a.positiveActionLabel = text(6)
+        a.negativeActionLabel = text(7)
+        return .notificationAttributes(a)
     }
 
     private mutating func abandon(_ error: ANCSError, cut: Bool) -> ANCSDataSourceOutcome {

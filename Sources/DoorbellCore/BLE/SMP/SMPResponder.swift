@@ -10,6 +10,10 @@
 // link layer answers the controller's LTK request with `encryptionKey` and reports
 // `encrypted(at:)` when the link is encrypted; the phone then sends its keys.
 //
+// Just Works only: the box has no display, and the pairing window (`agentctl pair`) is what
+// guards who may bond. Passkey entry with the six digits shown by `agentctl` would add MITM
+// protection at pairing time; it is not built yet (it needs the passkey's 20 rounds of f4).
+//
 // Refused on purpose: LE legacy pairing (its key exchange is broken by a passive listener),
 // key sizes below 16, the specification's published debug public key, and a public key that
 // is not on the curve or is our own reflected back.
@@ -23,6 +27,14 @@ public struct SMPBond: Equatable, Sendable {
     public var peerIdentity: BLEIdentityAddress
     /// Just Works: encrypted, not protected against a man in the middle at pairing time.
     public var authenticated: Bool
+
+    /// Whether a connection from `address` is this bonded phone: its identity address, or a
+    /// resolvable private address its IRK made (the phone changes it every ~15 minutes).
+    public func recognises(_ address: BLEIdentityAddress) -> Bool {
+        if address == peerIdentity { return true }
+        guard address.type == 1, let irk = peerIRK else { return false }
+        return SMPCrypto.resolves(address: address.address, irk: irk)
+    }
 
     public init(ltk: [UInt8], peerIRK: [UInt8]?, peerIdentity: BLEIdentityAddress, authenticated: Bool) {
         self.ltk = ltk
@@ -41,6 +53,10 @@ public struct SMPFailure: Error, Equatable, Sendable, CustomStringConvertible {
 
 public struct SMPResponder: Sendable {
     public static let timeoutMicros: Int64 = 30_000_000
+    /// Sent by the base station to ask a connected, unbonded phone to pair (while the window is open).
+    public static let securityRequest = SMPPDU.securityRequest(authReq: SMPPairingParameters.bonding | SMPPairingParameters.secureConnections)
+    /// The answer to a Pairing Request while the pairing window is closed.
+    public static let windowClosed = SMPPDU.pairingFailed(.pairingNotSupported)
 
     public enum Outcome: Equatable, Sendable {
         /// Answer the controller's LE Long Term Key Request with this key (EDIV 0, Rand 0).
