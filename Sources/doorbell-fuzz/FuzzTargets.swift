@@ -11,7 +11,7 @@ enum FuzzTarget: String, CaseIterable {
     static let bleButton = DeviceConfig(id: "btn", name: "Button", radio: "ble", match: RTL433Match(fields: [("address", .text("C0:11:22:33:44:02"))]))
     static let region = BeaconRegion(id: "r", name: "r", uuid: [0xE2, 0xC5, 0x6D, 0xB5, 0xDF, 0xFB, 0x48, 0xD2, 0xB0, 0x60, 0xD0, 0xF5, 0xA7, 0x10, 0x96, 0xE0])
 
-    case json, rtl433, config, control, pulses, ooktext, vcd, hci, ad, bthome, secret, eddystone
+    case json, rtl433, config, control, pulses, ooktext, vcd, hci, ad, bthome, secret, eddystone, ancs, smp
 
     func run(_ bytes: [UInt8]) {
         switch self {
@@ -124,6 +124,57 @@ enum FuzzTarget: String, CaseIterable {
             var pipeline = BLEPipeline(devices: [], regions: [region])
             let report = BLEAdvertisingReport(address: [0xC0, 0x11, 0x22, 0x33, 0x44, 0x05], rssi: -50, data: advert)
             for t in 0..<4 { _ = pipeline.handle(report: report, at: ReceiveTime(monoMicros: Int64(t) * 100_000, wallMicros: 0, clockSynced: true)) }
+        case .ancs:
+            // Notification Source: the whole input and its first 8 bytes. Data Source: the rest as
+            // GATT notifications, each a length byte (mod 64) and that many bytes, against one
+            // outstanding command: never a trap, never more held than the bound, never an
+            // answer for another UID.
+            var source = ANCSNotificationSource()
+            _ = source.receive(bytes)
+            if case let .success(n) = source.receive(bytes.prefix(8)) { precondition(n.bytes == Array(bytes.prefix(8)), "ANCS round trip") }
+            var settings = ANCSDataSourceAssembler.Settings()
+            settings.maxResponseBytes = 600
+            var assembler = ANCSDataSourceAssembler(settings: settings)
+            let command = ANCSCommand.getNotificationAttributes(uid: 7, attributes: [.appIdentifier, .title(maxLength: 64), .message(maxLength: 200), .date, .negativeActionLabel])
+            try? assembler.sent(command, at: 0)
+            var i = 0
+            var t: Int64 = 0
+            while i < bytes.count {
+                let n = Int(bytes[i]) % 64
+                let fragment = bytes[(i + 1)..<min(bytes.count, i + 1 + n)]
+                i += 1 + n
+                t += 700_000
+                let outcome = assembler.receive(fragment, at: t)
+                precondition(assembler.heldBytes <= settings.maxResponseBytes, "ANCS assembler held more than its bound")
+                if case let .notificationAttributes(a)? = outcome { precondition(a.uid == 7, "ANCS answer for another UID") }
+                if assembler.outstanding == nil { try? assembler.sent(command, at: t) }
+            }
+            _ = assembler.linkDropped()
+        case .smp:
+            // SMP PDUs from a phone, each a length byte (mod 72) and that many bytes: whatever
+            // parses encodes back to its bytes, and the responder never traps, never pairs
+            // without a DHKey check it verified, and goes quiet once it has finished.
+            let local = BLEIdentityAddress(type: 0, address: [0xB8, 0x27, 0xEB, 0x12, 0x34, 0x56])
+            let phone = BLEIdentityAddress(type: 1, address: [0x70, 0x81, 0x94, 0x0D, 0xFB, 0xAA])
+            guard let keys = try? P256KeyPair() else { return }
+            var responder = SMPResponder(local: local, peer: phone, keyPair: keys, nonce: [UInt8](repeating: 7, count: 16))
+            var i = 0
+            var t: Int64 = 0
+            while i < bytes.count {
+                let n = Int(bytes[i]) % 72
+                let pdu = Array(bytes[(i + 1)..<min(bytes.count, i + 1 + n)])
+                i += 1 + n
+                t += 1_000_000
+                if let parsed = try? SMPPDU(parsing: pdu) { precondition(parsed.bytes == pdu, "SMP PDU round trip") }
+                let finishedBefore = responder.isFinished
+                let step = responder.received(pdu, at: t)
+                if finishedBefore { precondition(step == SMPResponder.Step(), "SMP spoke after finishing") }
+                // A random phone cannot know the DHKey: pairing must not complete.
+                if case .paired? = step.outcome { preconditionFailure("SMP paired with fuzzed input") }
+                if case .encryptionKey? = step.outcome { preconditionFailure("SMP accepted a fuzzed DHKey check") }
+                if t % 8_000_000 == 0 { _ = responder.encrypted(at: t) }
+            }
+            _ = responder.tick(at: t + SMPResponder.timeoutMicros)
         case .config:
             _ = try? ConfigLoader.parse(bytes: bytes, file: "fuzz.toml")
         case .control:
