@@ -24,24 +24,14 @@ final class OutboxClockStampTests: XCTestCase {
         let noMono = body(synced: false, boot: nil, mono: nil, id: "no-mono")
         let synced = body(synced: true, boot: "boot-a", mono: 6_000_000, id: "synced")
         let done = body(synced: false, boot: "boot-a", mono: 7_000_000, id: "done", corrected: true)
-        var db: OpaquePointer?
-        XCTAssertEqual(sqlite3_open(path, &db), SQLITE_OK)
-        XCTAssertEqual(sqlite3_exec(db, """
-            CREATE TABLE events (id TEXT PRIMARY KEY, sequence INTEGER NOT NULL UNIQUE, type TEXT NOT NULL, body BLOB NOT NULL,
-                created_at_ms INTEGER NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, next_attempt_at_ms INTEGER NOT NULL DEFAULT 0,
-                last_error TEXT, dead INTEGER NOT NULL DEFAULT 0, sinks INTEGER NOT NULL DEFAULT 1);
-            CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
-            INSERT INTO meta VALUES ('last_sequence', 5), ('delivered', 0), ('evicted', 0);
-            CREATE TABLE button_memory (address TEXT PRIMARY KEY, packet_id INTEGER, counter INTEGER);
+        XCTAssertEqual(writeLegacyOutbox(path, version: 4, rows: """
             INSERT INTO events (id, sequence, type, body, created_at_ms) VALUES
                 ('waiting', 1, 'doorbell.pressed', x'\(hex(waiting))', 0),
                 ('no-mono', 2, 'doorbell.pressed', x'\(hex(noMono))', 0),
                 ('synced', 3, 'doorbell.pressed', x'\(hex(synced))', 0),
                 ('done', 4, 'doorbell.pressed', x'\(hex(done))', 0),
                 ('not-json', 5, 'doorbell.pressed', x'\(hex(Array(#"x"clock_synced":false"#.utf8)))', 0);
-            PRAGMA user_version = 4;
-            """, nil, nil, nil), SQLITE_OK)
-        sqlite3_close(db)
+            """), SQLITE_OK)
 
         let outbox = try Outbox(path: path)
         let rows = try outbox.pending(limit: 10)
@@ -78,4 +68,21 @@ final class OutboxClockStampTests: XCTestCase {
         XCTAssertEqual(try outbox.pending(limit: 10).first?.body, [3])
         outbox.close()
     }
+}
+
+/// An outbox file as an agent of schema `version` (3 or 4) left it, with `rows` inserted.
+func writeLegacyOutbox(_ path: String, version: Int32, rows: String) -> Int32 {
+    var db: OpaquePointer?
+    guard sqlite3_open(path, &db) == SQLITE_OK else { return SQLITE_CANTOPEN }
+    defer { sqlite3_close(db) }
+    return sqlite3_exec(db, """
+        CREATE TABLE events (id TEXT PRIMARY KEY, sequence INTEGER NOT NULL UNIQUE, type TEXT NOT NULL, body BLOB NOT NULL,
+            created_at_ms INTEGER NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, next_attempt_at_ms INTEGER NOT NULL DEFAULT 0,
+            last_error TEXT, dead INTEGER NOT NULL DEFAULT 0, sinks INTEGER NOT NULL DEFAULT 1);
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+        INSERT INTO meta VALUES ('last_sequence', 5), ('delivered', 4), ('evicted', 0);
+        \(version >= 4 ? "CREATE TABLE button_memory (address TEXT PRIMARY KEY, packet_id INTEGER, counter INTEGER);" : "")
+        \(rows)
+        PRAGMA user_version = \(version);
+        """, nil, nil, nil)
 }
