@@ -170,6 +170,23 @@ public struct FullJitterBackoff: Sendable, Equatable {
     }
 }
 
+/// What an event's outbox row keeps about the clock that recorded it, in columns of its own, so
+/// correcting the time later needs no parse of the stored body.
+public struct ClockStamp: Sendable, Equatable {
+    public var monotonicMicros: Int64?
+    public var bootID: String?
+    public init(monotonicMicros: Int64?, bootID: String?) {
+        self.monotonicMicros = monotonicMicros
+        self.bootID = bootID
+    }
+}
+
+extension AgentEvent {
+    /// Set when the event was recorded before the wall clock was synchronized: its time is
+    /// corrected before the first delivery.
+    public var clockStamp: ClockStamp? { clockSynced ? nil : ClockStamp(monotonicMicros: monotonicMicros, bootID: bootID) }
+}
+
 /// Rewrites the `occurred_at` of an event recorded before the wall clock was synchronized.
 /// Pure: the caller passes the synchronized clock, its monotonic reading and the current boot.
 public enum ClockCorrection {
@@ -178,22 +195,44 @@ public enum ClockCorrection {
         body.containsSequence(Array(#""clock_synced":false"#.utf8)) && !body.containsSequence(Array(#""clock_corrected""#.utf8))
     }
 
+    /// The stamp written in a body (outboxes from before the stamp had columns); nil when the body
+    /// is not a JSON object.
+    public static func stamp(of body: [UInt8]) -> ClockStamp? {
+        guard let value = try? JSONReader.parse(bytes: body), case .object = value else { return nil }
+        return ClockStamp(monotonicMicros: value["monotonic_us"]?.intValue, bootID: value["boot_id"]?.stringValue)
+    }
+
+    /// The corrected time, or nil when it cannot be corrected.
+    /// Same boot: occurred_at = now − (monotonic now − monotonic then). Another boot: the
+    /// monotonic clock restarted. An unknown boot (no boot_id readable) is never the same boot:
+    /// its monotonic time may be an earlier boot's.
+    public static func correctedTime(_ stamp: ClockStamp, nowWallMicros: Int64, nowMonoMicros: Int64, bootID: String) -> Int64? {
+        guard bootID != "unknown", !bootID.isEmpty, stamp.bootID == bootID, let mono = stamp.monotonicMicros, mono <= nowMonoMicros else { return nil }
+        return nowWallMicros - (nowMonoMicros - mono)
+    }
+
     /// Returns the corrected body, or nil when it is not JSON (then it is sent as it is).
-    /// Same boot: occurred_at = now − (monotonic now − monotonic then), `clock_corrected: true`.
-    /// Another boot: the monotonic clock restarted, so it cannot be corrected: `clock_corrected: false`.
+    /// Same boot: `occurred_at` corrected, `clock_corrected: true`; otherwise `clock_corrected: false`.
     public static func correct(_ body: [UInt8], nowWallMicros: Int64, nowMonoMicros: Int64, bootID: String) -> [UInt8]? {
-        guard case var .object(members) = (try? JSONReader.parse(bytes: body)) ?? .null else { return nil }
-        let value = JSONValue.object(members)
-        var corrected = false
-        // An unknown boot (no boot_id readable) is never the same boot: its monotonic time may be an earlier boot's.
-        if bootID != "unknown", !bootID.isEmpty, value["boot_id"]?.stringValue == bootID, let mono = value["monotonic_us"]?.intValue, mono <= nowMonoMicros,
-           let i = members.firstIndex(where: { $0.0 == "occurred_at" }) {
-            members[i].1 = .string(RFC3339.format(micros: nowWallMicros - (nowMonoMicros - mono)))
-            corrected = true
-        }
-        let at = (members.firstIndex(where: { $0.0 == "clock_synced" }) ?? members.count - 1) + 1
-        members.insert(("clock_corrected", .bool(corrected)), at: min(at, members.count))
-        return JSONWriter.encode(.object(members))
+        guard let stamp = stamp(of: body) else { return nil }
+        return correct(body, recordedBy: stamp, nowWallMicros: nowWallMicros, nowMonoMicros: nowMonoMicros, bootID: bootID)
+    }
+
+    /// The same from the row's stamp, without parsing: the body is the agent's own encoding
+    /// (`AgentEvent.json`), where the top-level `occurred_at` comes before any nested object and a
+    /// key's `":"` cannot occur inside a string (its quotes are escaped), so the first match is it.
+    /// The bytes around the two members stay exactly as signed. Nil when they are not there.
+    public static func correct(_ body: [UInt8], recordedBy stamp: ClockStamp, nowWallMicros: Int64, nowMonoMicros: Int64,
+                               bootID: String) -> [UInt8]? {
+        guard let synced = body.firstRange(of: Array(#""clock_synced":false"#.utf8)),
+              let key = body.firstRange(of: Array(#""occurred_at":""#.utf8)), key.upperBound <= synced.lowerBound,
+              let valueEnd = body[key.upperBound..<synced.lowerBound].firstIndex(of: UInt8(ascii: "\"")) else { return nil }
+        let time = correctedTime(stamp, nowWallMicros: nowWallMicros, nowMonoMicros: nowMonoMicros, bootID: bootID)
+        var out = body
+        // The later splice first, so the earlier one's offsets still hold.
+        out.insert(contentsOf: Array(",\"clock_corrected\":\(time != nil)".utf8), at: synced.upperBound)
+        if let time { out.replaceSubrange(key.upperBound..<valueEnd, with: Array(RFC3339.format(micros: time).utf8)) }
+        return out
     }
 }
 

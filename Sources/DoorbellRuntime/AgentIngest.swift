@@ -181,7 +181,7 @@ extension Agent {
         let reportID = rng.withLock { UUIDv7.make(unixMillis: wallMillis, random: &$0) }
         let clockSynced = events[events.count - 1].clockSynced
         let newEvents = zip(ids, events).map { id, event in
-            OutboxNewEvent(id: id, type: event.type.rawValue, createdAtMs: wallMillis) { sequence in
+            OutboxNewEvent(id: id, type: event.type.rawValue, createdAtMs: wallMillis, clock: event.clockStamp) { sequence in
                 event.body(id: id, sequence: sequence, gatewayID: gateway, agentVersion: AgentVersion.current)
             }
         }

@@ -134,9 +134,9 @@ public final class Deliverer: @unchecked Sendable {
         guard synced else { return window }
         var fixed: [(id: String, body: [UInt8])] = []
         var out = window
-        for (i, e) in window.enumerated() where ClockCorrection.needsCorrection(e.body) {
-            guard let body = ClockCorrection.correct(e.body, nowWallMicros: Clocks.wallMicros(), nowMonoMicros: Clocks.monotonicMicros(),
-                                                     bootID: Clocks.bootID) else { continue }
+        for (i, e) in window.enumerated() {
+            guard let stamp = e.clock, let body = ClockCorrection.correct(e.body, recordedBy: stamp, nowWallMicros: Clocks.wallMicros(),
+                                                                          nowMonoMicros: Clocks.monotonicMicros(), bootID: Clocks.bootID) else { continue }
             fixed.append((e.id, body))
             out[i] = OutboxEntry(id: e.id, sequence: e.sequence, type: e.type, body: body, createdAtMs: e.createdAtMs,
                                  attempts: e.attempts, lastError: e.lastError, dead: e.dead)

@@ -5,28 +5,12 @@ import Glibc
 // The MQTT sink: the same durable outbox as the cloud uplink, read with its own cursor and
 // acknowledged by the broker's PUBACK (QoS 1), so the house's broker and the cloud can each be
 // down for hours without losing anything. libmosquitto does the protocol (3.1.1 or 5, TLS,
-// keep-alive, retransmission of unacknowledged messages on reconnect); this loop decides what to
-// publish: events in sequence order, at most `max_in_flight` unacknowledged; availability
-// (retained `online`, the last will `offline`); Home Assistant discovery at connect, when Home
-// Assistant announces itself (its birth message), and on reload — with entities that left the
-// config removed; and the gateway's diagnostics. After a crash the events not yet acknowledged
-// are published again: at least once, each carrying its event id to de-duplicate.
-
-public struct MQTTSinkStatus: Sendable, Equatable {
-    public var broker: String
-    public var connected = false
-    /// Events the broker acknowledged.
-    public var acknowledged = 0
-    public var connects = 0
-    public var lastAckWallMicros: Int64?
-    public var lastError: String?
-    public var lastErrorWallMicros: Int64?
-    public var discoveryMessages = 0
-    public var discoveryPublishedWallMicros: Int64?
-    /// Messages on our subscriptions that were not Home Assistant's status, by reason.
-    public var ignored: [String: Int] = [:]
-    public init(broker: String) { self.broker = broker }
-}
+// keep-alive, retransmission of unacknowledged messages on reconnect); `MQTTSession` decides
+// what to publish and when (events in sequence order, at most `max_in_flight` unacknowledged;
+// availability, retained `online` and the last will `offline`; Home Assistant discovery at
+// connect, at its birth message and on reload, with entities that left the config removed; the
+// gateway's diagnostics). This loop makes the calls it asks for. After a crash the events not yet
+// acknowledged are published again: at least once, each carrying its event id to de-duplicate.
 
 public final class MQTTSink: @unchecked Sendable {
     let settings: MQTTSettings
@@ -38,27 +22,15 @@ public final class MQTTSink: @unchecked Sendable {
     let discoveryStatePath: String
     public let status: Locked<MQTTSinkStatus>
     private let discovery: Locked<[MQTTMessage]>
-    private let discoveryDue = Locked(true)
+    private let discoveryDue = Locked(false)
     private let stopSignal = PollableStop()
     private let done = WakeSignal()
     private let wake = Locked(false)
 
     // Owned by the sink's thread (libmosquitto calls back on it, inside mosquitto_loop).
     private var mosq: OpaquePointer?
-    private var connected = false
-    /// Monotonic time the last CONNECT went out while no CONNACK has come; nil otherwise.
-    private var connectingSince: Int64?
-    private var lastRead: Int64 = 0
-    /// The broker refused the last CONNECT: its reason stays the error, not the disconnect after it.
-    private var refused = false
-    static let connackTimeoutMicros: Int64 = 10_000_000
-    private var cursor: Int64 = 0
-    /// Message id → the event it belongs to; an event is acknowledged when all its messages are.
-    private var inFlight: [Int32: String] = [:]
-    private var outstanding: [String: Int] = [:]
-    private var acked: [String] = []
-    private var lastDiagnostics: Int64 = 0
-    static let diagnosticsEveryMicros: Int64 = 30_000_000
+    /// Every decision (connect, backoff, what to publish next, which PUBACK completes an event) is the session's.
+    private var session: MQTTSession
 
     public init(settings: MQTTSettings, discovery: [MQTTMessage], topics: MQTTTopics, outbox: Outbox, stateDir: String, log: Logger,
                 diagnostics: @escaping @Sendable () -> JSONValue) {
@@ -69,7 +41,11 @@ public final class MQTTSink: @unchecked Sendable {
         self.diagnostics = diagnostics
         self.discovery = Locked(discovery)
         discoveryStatePath = stateDir + "/mqtt-discovery.json"
-        status = Locked(MQTTSinkStatus(broker: "\(settings.caFile == nil ? "mqtt" : "mqtts")://\(settings.host):\(settings.port)"))
+        let broker = "\(settings.caFile == nil ? "mqtt" : "mqtts")://\(settings.host):\(settings.port)"
+        session = MQTTSession(settings: MQTTSession.Settings(
+            maxInFlight: settings.maxInFlight, backoff: FullJitterBackoff(initialMillis: settings.retryInitialMs, capMillis: settings.retryMaxMs),
+            discovery: settings.discovery, discoveryPrefix: settings.discoveryPrefix, topics: topics), broker: broker)
+        status = Locked(MQTTSinkStatus(broker: broker))
     }
 
     public func start() {
@@ -97,7 +73,13 @@ public final class MQTTSink: @unchecked Sendable {
 
     // MARK: - The loop
 
+    private var now: MQTTSession.Time { MQTTSession.Time(monoMicros: Clocks.monotonicMicros(), wallMicros: Clocks.wallMicros()) }
+
     private func run() {
+        defer {
+            session.disconnected(code: 0, reason: "", at: now)
+            publishStatus()
+        }
         mosquitto_lib_init()
         // clean_session = false: a persistent session (subscriptions and QoS 1 state survive).
         guard let m = mosquitto_new(settings.clientID, false, Unmanaged.passUnretained(self).toOpaque()) else {
@@ -113,60 +95,86 @@ public final class MQTTSink: @unchecked Sendable {
             fail(error.description)
             return
         }
-        let backoff = FullJitterBackoff(initialMillis: settings.retryInitialMs, capMillis: settings.retryMaxMs)
         var rng = SystemRandomNumberGenerator()
-        var attempt = 0
-        var everConnected = false
-        func pause() -> Bool {
-            defer { attempt += 1 }
-            return stopSignal.pause(micros: Int64(max(backoff.delay(attempt: attempt, random: &rng), 100)) * 1000)
-        }
         while !stopSignal.isSet {
-            if !connected && connectingSince == nil {
-                let rc = everConnected ? mosquitto_reconnect(m) : connect(m)
-                if rc != MOSQ_ERR_SUCCESS.rawValue {
-                    fail(Self.describe(rc, host: settings.host, port: settings.port))
-                    if pause() { break }
-                    continue
-                }
-                everConnected = true
-                connectingSince = Clocks.monotonicMicros() // CONNACK arrives inside mosquitto_loop (onConnect)
-            }
-            let rc = mosquitto_loop(m, 100, 1)
-            if rc != MOSQ_ERR_SUCCESS.rawValue {
-                if connected { log.warning("mqtt.connection_lost", [("broker", status.snapshot.broker), ("error", Self.describe(rc, host: settings.host, port: settings.port))]) }
-                connected = false
-                connectingSince = nil
-                status.withLock { $0.connected = false }
-                if pause() { break }
-                continue
-            }
-            if let since = connectingSince, Clocks.monotonicMicros() - since > Self.connackTimeoutMicros {
-                fail("the broker at \(settings.host):\(settings.port) accepted the connection but never answered CONNECT (is it an MQTT broker? TLS on a plain port?)")
-                mosquitto_disconnect(m)
-                connectingSince = nil
-                if pause() { break }
-                continue
-            }
-            settleAcknowledged()
-            guard connected else { continue }
-            attempt = 0
-            if discoveryDue.snapshot { publishDiscovery(m) }
-            let now = Clocks.monotonicMicros()
-            if now - lastDiagnostics >= Self.diagnosticsEveryMicros {
-                lastDiagnostics = now
-                _ = publish(m, MQTTMessage(topic: topics.diagnostics, json: diagnostics(), retain: true))
-            }
-            publishPending(m)
+            if wake.withLock({ w -> Bool in defer { w = false }; return w }) { session.outboxChanged() }
+            if discoveryDue.withLock({ d -> Bool in defer { d = false }; return d }) { session.discoveryChanged() }
+            let stopped = perform(session.next(at: now, random: &rng), m, rng: &rng)
+            publishStatus()
+            if stopped { break }
         }
-        if connected {
-            // A clean goodbye: the will is not sent on a normal disconnect.
-            _ = publish(m, MQTTMessage(topic: topics.status, text: "offline", retain: true))
-            for _ in 0..<10 { _ = mosquitto_loop(m, 50, 1) }
-            settleAcknowledged()
+        session.stop()
+        guard session.connection == .connected else { return }
+        // A clean goodbye: the will is not sent on a normal disconnect.
+        _ = publish(m, session.goodbye)
+        for _ in 0..<10 { _ = mosquitto_loop(m, 50, 1) }
+        if case let .acknowledge(ids) = session.next(at: now, random: &rng) { acknowledge(ids) }
+        mosquitto_disconnect(m)
+    }
+
+    /// Does what the session asked; true when a pause was cut short by `stop`.
+    private func perform(_ action: MQTTSession.Action, _ m: OpaquePointer, rng: inout SystemRandomNumberGenerator) -> Bool {
+        switch action {
+        case let .connect(reconnect):
+            let rc = reconnect ? mosquitto_reconnect(m) : connect(m)
+            if rc == MOSQ_ERR_SUCCESS.rawValue {
+                session.connectSent(at: now) // CONNACK arrives inside mosquitto_loop (onConnect)
+            } else {
+                session.connectFailed(Self.describe(rc, host: settings.host, port: settings.port), at: now, random: &rng)
+            }
+        case let .sleep(until):
+            return stopSignal.pause(micros: until - Clocks.monotonicMicros())
+        case .disconnect:
             mosquitto_disconnect(m)
+        case .service:
+            let rc = mosquitto_loop(m, 100, 1)
+            if rc == MOSQ_ERR_SUCCESS.rawValue {
+                session.serviced()
+            } else if session.serviceFailed(at: now, random: &rng) {
+                log.warning("mqtt.connection_lost", [("broker", session.status.broker), ("error", Self.describe(rc, host: settings.host, port: settings.port))])
+            }
+        case let .acknowledge(ids):
+            acknowledge(ids)
+        case let .publish(message):
+            _ = publish(m, message)
+        case let .subscribe(topic):
+            mosquitto_subscribe(m, nil, topic, 1)
+        case .publishDiscovery:
+            publishDiscovery(m)
+        case .publishDiagnostics:
+            _ = publish(m, MQTTMessage(topic: topics.diagnostics, json: diagnostics(), retain: true))
+        case let .readOutbox(after, limit):
+            do {
+                session.rowsRead(try outbox.pendingForMQTT(after: after, limit: limit).map { MQTTOutboxRow(id: $0.id, sequence: $0.sequence, body: $0.body) })
+            } catch {
+                fail("cannot read the outbox: \(error.description)")
+            }
+        case let .publishEvent(event):
+            var mids: [Int32] = []
+            for message in event.messages {
+                guard let mid = publish(m, message) else { break }
+                mids.append(mid)
+            }
+            session.eventPublished(event, mids: mids)
         }
-        status.withLock { $0.connected = false }
+        return false
+    }
+
+    private func acknowledge(_ ids: [String]) {
+        do {
+            try outbox.acknowledgeMQTT(ids)
+            session.acknowledgementsStored(ids.count, at: now)
+        } catch {
+            // They stay in the outbox and are published again after a restart: at least once.
+            fail("cannot record the broker's acknowledgement: \(error.description)")
+        }
+    }
+
+    /// The session's status for readers on other threads, and its failures to the journal.
+    private func publishStatus() {
+        for message in session.takeNews() { log.error("mqtt.failed", [("broker", session.status.broker), ("error", message)]) }
+        let snapshot = session.status
+        status.withLock { $0 = snapshot }
     }
 
     private func configure(_ m: OpaquePointer) throws(MQTTSinkError) {
@@ -222,56 +230,22 @@ public final class MQTTSink: @unchecked Sendable {
     // MARK: - Callbacks (on this thread, inside mosquitto_loop)
 
     private func onConnect(_ rc: Int32) {
-        connectingSince = nil
-        refused = rc != 0
-        guard rc == 0 else {
-            connected = false
-            let reason = String(cString: mosquitto_connack_string(rc))
-            let hint = rc == 4 || rc == 5 || rc == 134 || rc == 135 ? ": check mqtt.username and password_file against the broker's users" : ""
-            fail("the broker refused the connection: \(reason)\(hint)")
-            return
-        }
-        connected = true
-        status.withLock { $0.connected = true; $0.connects += 1; $0.lastError = nil }
-        log.notice("mqtt.connected", [("broker", status.snapshot.broker), ("client_id", settings.clientID)])
-        guard let m = mosq else { return }
-        _ = publish(m, MQTTMessage(topic: topics.status, text: "online", retain: true))
-        if settings.discovery {
-            mosquitto_subscribe(m, nil, settings.discoveryPrefix + "/status", 1)
-            discoveryDue.withLock { $0 = true }
-        }
-        lastDiagnostics = 0
-        // Whatever the broker had not acknowledged, libmosquitto sends again; new events follow.
+        session.connackReceived(code: Int(rc), reason: String(cString: mosquitto_connack_string(rc)), at: now)
+        if rc == 0 { log.notice("mqtt.connected", [("broker", session.status.broker), ("client_id", settings.clientID)]) }
     }
 
     private func onDisconnect(_ rc: Int32) {
-        connected = false
-        status.withLock { $0.connected = false }
-        if rc != 0 && !stopSignal.isSet && !refused { fail("disconnected from the broker: \(String(cString: mosquitto_strerror(rc)))") }
+        session.disconnected(code: Int(rc), reason: String(cString: mosquitto_strerror(rc)), at: now)
     }
 
-    private func onPublished(_ mid: Int32) {
-        guard let id = inFlight.removeValue(forKey: mid) else { return }
-        let left = (outstanding[id] ?? 1) - 1
-        if left <= 0 { outstanding[id] = nil; acked.append(id) } else { outstanding[id] = left }
-    }
+    private func onPublished(_ mid: Int32) { session.acknowledgedByBroker(mid: mid) }
 
     private func onMessage(_ message: mosquitto_message) {
         let topic = message.topic.map { String(cString: $0) } ?? ""
-        guard topic == settings.discoveryPrefix + "/status" else { ignore("unknown_topic"); return }
-        guard message.payloadlen >= 0, message.payloadlen <= 64, let p = message.payload else { ignore("oversized_payload"); return }
-        let payload = String(decoding: UnsafeRawBufferPointer(start: p, count: Int(message.payloadlen)), as: UTF8.self)
-        switch payload {
-        case "online":
+        let payload = UnsafeRawBufferPointer(start: message.payload, count: message.payload == nil ? 0 : Int(max(message.payloadlen, 0)))
+        if session.messageArrived(topic: topic, payload: payload) == .homeAssistantOnline {
             log.info("mqtt.home_assistant_online", [("hint", "publishing discovery again")])
-            discoveryDue.withLock { $0 = true }
-        case "offline": break
-        default: ignore("unexpected_payload")
         }
-    }
-
-    private func ignore(_ reason: String) {
-        status.withLock { $0.ignored[reason, default: 0] += 1 }
     }
 
     // MARK: - Publishing
@@ -289,66 +263,12 @@ public final class MQTTSink: @unchecked Sendable {
         return mid
     }
 
-    private func publishPending(_ m: OpaquePointer) {
-        let room = settings.maxInFlight - outstanding.count
-        guard room > 0 else { return }
-        let hadWake = wake.withLock { w -> Bool in defer { w = false }; return w }
-        // Without a wake the outbox is still read once a second (events stored before the start,
-        // a window that filled up).
-        let now = Clocks.monotonicMicros()
-        guard hadWake || now - lastRead >= 1_000_000 else { return }
-        lastRead = now
-        let entries: [OutboxEntry]
-        do { entries = try outbox.pendingForMQTT(after: cursor, limit: room) } catch {
-            fail("cannot read the outbox: \(error.description)")
-            return
-        }
-        for entry in entries {
-            let messages = MQTTPublications.forEvent(body: entry.body, topics: topics)
-                ?? [MQTTMessage(topic: topics.events, payload: entry.body, retain: false)]
-            var sent = 0
-            for message in messages {
-                guard let mid = publish(m, message) else { break }
-                inFlight[mid] = entry.id
-                sent += 1
-            }
-            guard sent == messages.count else {
-                // Not all of it went out (the connection dropped): the rest comes after the reconnect.
-                for (mid, id) in inFlight where id == entry.id { inFlight[mid] = nil }
-                return
-            }
-            outstanding[entry.id] = sent
-            cursor = entry.sequence
-        }
-        if entries.count == room { wake.withLock { $0 = true } }
-    }
-
-    private func settleAcknowledged() {
-        guard !acked.isEmpty else { return }
-        let ids = acked
-        acked.removeAll()
-        do {
-            try outbox.acknowledgeMQTT(ids)
-            status.withLock { $0.acknowledged += ids.count; $0.lastAckWallMicros = Clocks.wallMicros() }
-        } catch {
-            // They stay in the outbox and are published again after a restart: at least once.
-            fail("cannot record the broker's acknowledgement: \(error.description)")
-        }
-    }
-
     private func publishDiscovery(_ m: OpaquePointer) {
-        discoveryDue.withLock { $0 = false }
-        guard settings.discovery else { return }
-        let messages = discovery.snapshot
-        let topicsNow = Set(messages.map(\.topic))
-        var published = 0
-        // Entities that left the config: an empty retained config removes them from Home Assistant.
-        for old in loadPublishedDiscovery() where !topicsNow.contains(old) {
-            if publish(m, MQTTMessage(topic: old, payload: [], retain: true)) != nil { published += 1 }
-        }
-        for message in messages where publish(m, message) != nil { published += 1 }
-        savePublishedDiscovery(topicsNow.sorted())
-        status.withLock { $0.discoveryMessages = published; $0.discoveryPublishedWallMicros = Clocks.wallMicros() }
+        let current = discovery.snapshot
+        let messages = MQTTSession.discoveryMessages(current: current, previouslyPublished: loadPublishedDiscovery())
+        let published = messages.count(where: { publish(m, $0) != nil })
+        savePublishedDiscovery(Set(current.map(\.topic)).sorted())
+        session.discoveryPublished(published, at: now)
         log.info("mqtt.discovery_published", [("messages", String(published)), ("prefix", settings.discoveryPrefix)])
     }
 
@@ -368,13 +288,7 @@ public final class MQTTSink: @unchecked Sendable {
         }
     }
 
-    private func fail(_ message: String) {
-        let changed = status.withLock { s -> Bool in
-            defer { s.lastError = message; s.lastErrorWallMicros = Clocks.wallMicros() }
-            return s.lastError != message
-        }
-        if changed { log.error("mqtt.failed", [("broker", status.snapshot.broker), ("error", message)]) }
-    }
+    private func fail(_ message: String) { session.fail(message, at: now) }
 
     static func describe(_ rc: Int32, host: String, port: Int) -> String {
         let text = String(cString: mosquitto_strerror(rc))

@@ -39,10 +39,9 @@ extension Outbox {
             for event in events {
                 sequence += 1
                 let body = event.makeBody(sequence)
-                try run("INSERT INTO events (id, sequence, type, body, created_at_ms, sinks) VALUES (?, ?, ?, ?, ?, ?)",
-                        [.text(event.id), .int(sequence), .text(event.type), .blob(body), .int(event.createdAtMs), .int(sinks.rawValue)])
+                try insert(id: event.id, sequence: sequence, type: event.type, body: body, createdAtMs: event.createdAtMs, clock: event.clock)
                 entries.append(OutboxEntry(id: event.id, sequence: sequence, type: event.type, body: body, createdAtMs: event.createdAtMs,
-                                           attempts: 0, lastError: nil))
+                                           attempts: 0, lastError: nil, clock: event.clock))
                 after.rows += 1
                 after.bytes += Int64(body.count)
             }
@@ -55,11 +54,14 @@ extension Outbox {
                     sequence += 1
                     let r = report(sequence, evicted)
                     let createdAtMs = events[events.count - 1].createdAtMs
-                    try run("INSERT INTO events (id, sequence, type, body, created_at_ms, sinks) VALUES (?, ?, ?, ?, ?, ?)",
-                            [.text(r.id), .int(sequence), .text(r.type), .blob(r.body), .int(createdAtMs), .int(sinks.rawValue)])
+                    // The report has no monotonic time of its own: recorded unsynchronized, it is marked
+                    // `clock_corrected: false` before delivery (a byte search, no parse).
+                    let clock = ClockCorrection.needsCorrection(r.body) ? ClockStamp(monotonicMicros: nil, bootID: nil) : nil
+                    try insert(id: r.id, sequence: sequence, type: r.type, body: r.body, createdAtMs: createdAtMs, clock: clock)
                     after.rows += 1
                     after.bytes += Int64(r.body.count)
-                    reportEntry = OutboxEntry(id: r.id, sequence: sequence, type: r.type, body: r.body, createdAtMs: createdAtMs, attempts: 0, lastError: nil)
+                    reportEntry = OutboxEntry(id: r.id, sequence: sequence, type: r.type, body: r.body, createdAtMs: createdAtMs, attempts: 0,
+                                              lastError: nil, clock: clock)
                 }
             }
             try run("UPDATE meta SET value = ? WHERE key = 'last_sequence'", [.int(sequence)])
@@ -100,14 +102,14 @@ extension Outbox {
     public func deadLetters(limit: Int) throws(OutboxError) -> [OutboxEntry] { try entries(dead: true, limit: limit) }
 
     func entries(dead: Bool, limit: Int) throws(OutboxError) -> [OutboxEntry] {
-        try select("SELECT id, sequence, type, body, created_at_ms, attempts, last_error, dead FROM events WHERE dead = ? AND sinks & 1 != 0 ORDER BY sequence LIMIT ?",
+        try select("SELECT id, sequence, type, body, created_at_ms, attempts, last_error, dead, clock_pending, monotonic_us, boot_id FROM events WHERE dead = ? AND sinks & 1 != 0 ORDER BY sequence LIMIT ?",
                    [dead ? 1 : 0, Int64(limit)])
     }
 
     /// What the MQTT sink has still to publish after `sequence`, in order (dead letters too: the
     /// cloud refusing an event is no reason to keep it from the house).
     public func pendingForMQTT(after sequence: Int64, limit: Int) throws(OutboxError) -> [OutboxEntry] {
-        try select("SELECT id, sequence, type, body, created_at_ms, attempts, last_error, dead FROM events WHERE sequence > ? AND sinks & 2 != 0 ORDER BY sequence LIMIT ?",
+        try select("SELECT id, sequence, type, body, created_at_ms, attempts, last_error, dead, clock_pending, monotonic_us, boot_id FROM events WHERE sequence > ? AND sinks & 2 != 0 ORDER BY sequence LIMIT ?",
                    [sequence, Int64(limit)])
     }
 
@@ -125,6 +127,12 @@ extension Outbox {
         locked { size.rows -= gone.rows; size.bytes -= gone.bytes }
     }
 
+    func insert(id: String, sequence: Int64, type: String, body: [UInt8], createdAtMs: Int64, clock: ClockStamp?) throws(OutboxError) {
+        try run("INSERT INTO events (id, sequence, type, body, created_at_ms, sinks, clock_pending, monotonic_us, boot_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [.text(id), .int(sequence), .text(type), .blob(body), .int(createdAtMs), .int(sinks.rawValue), .int(clock == nil ? 0 : 1),
+                 clock?.monotonicMicros.map(Value.int) ?? .null, clock?.bootID.map(Value.text) ?? .null])
+    }
+
     func select(_ sql: String, _ ints: [Int64]) throws(OutboxError) -> [OutboxEntry] {
         try locked { () throws(OutboxError) -> [OutboxEntry] in
             let stmt = try prepare(sql)
@@ -135,15 +143,12 @@ extension Outbox {
                 let rc = sqlite3_step(stmt)
                 if rc == SQLITE_DONE { break }
                 guard rc == SQLITE_ROW else { throw fail(rc, "cannot read the outbox") }
-                let count = Int(sqlite3_column_bytes(stmt, 3))
-                var body = [UInt8](repeating: 0, count: count)
-                if count > 0, let blob = sqlite3_column_blob(stmt, 3) {
-                    body.withUnsafeMutableBytes { $0.copyMemory(from: UnsafeRawBufferPointer(start: blob, count: count)) }
-                }
+                let clock = sqlite3_column_int64(stmt, 8) == 0 ? nil : ClockStamp(
+                    monotonicMicros: sqlite3_column_type(stmt, 9) == SQLITE_NULL ? nil : sqlite3_column_int64(stmt, 9), bootID: text(stmt, 10))
                 out.append(OutboxEntry(
                     id: text(stmt, 0) ?? "", sequence: sqlite3_column_int64(stmt, 1), type: text(stmt, 2) ?? "",
-                    body: body, createdAtMs: sqlite3_column_int64(stmt, 4), attempts: Int(sqlite3_column_int64(stmt, 5)),
-                    lastError: text(stmt, 6), dead: sqlite3_column_int64(stmt, 7) != 0))
+                    body: blob(stmt, 3), createdAtMs: sqlite3_column_int64(stmt, 4), attempts: Int(sqlite3_column_int64(stmt, 5)),
+                    lastError: text(stmt, 6), dead: sqlite3_column_int64(stmt, 7) != 0, clock: clock))
             }
             return out
         }
@@ -179,11 +184,12 @@ extension Outbox {
         locked { size.rows -= gone.rows; size.bytes -= gone.bytes }
     }
 
-    /// Rewrites the bodies of several events before their first delivery (clock correction), in one transaction.
+    /// Rewrites the bodies of several events before their first delivery (clock correction), in
+    /// one transaction; they no longer wait for a correction.
     public func replaceBodies(_ bodies: [(id: String, body: [UInt8])]) throws(OutboxError) {
         guard !bodies.isEmpty else { return }
         try transaction { () throws(OutboxError) in
-            for b in bodies { try run("UPDATE events SET body = ? WHERE id = ?", [.blob(b.body), .text(b.id)]) }
+            for b in bodies { try run("UPDATE events SET body = ?, clock_pending = 0 WHERE id = ?", [.blob(b.body), .text(b.id)]) }
         }
         try locked { () throws(OutboxError) in try recount() } // rare (clock correction): a scan is fine
     }

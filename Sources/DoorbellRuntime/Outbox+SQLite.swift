@@ -78,6 +78,15 @@ extension Outbox {
         return (0..<sqlite3_column_count(stmt)).map { sqlite3_column_type(stmt, $0) == SQLITE_NULL ? nil : sqlite3_column_int64(stmt, $0) }
     }
 
+    func blob(_ stmt: OpaquePointer, _ column: Int32) -> [UInt8] {
+        let count = Int(sqlite3_column_bytes(stmt, column))
+        var bytes = [UInt8](repeating: 0, count: count)
+        if count > 0, let p = sqlite3_column_blob(stmt, column) {
+            bytes.withUnsafeMutableBytes { $0.copyMemory(from: UnsafeRawBufferPointer(start: p, count: count)) }
+        }
+        return bytes
+    }
+
     func text(_ stmt: OpaquePointer, _ column: Int32) -> String? {
         guard let p = sqlite3_column_text(stmt, column) else { return nil }
         return String(cString: p)

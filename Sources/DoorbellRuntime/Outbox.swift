@@ -27,6 +27,8 @@ public struct OutboxEntry: Sendable, Equatable {
     public var lastError: String?
     /// Refused for good by the receiver (a permanent 4xx): kept, never retried by itself.
     public var dead: Bool = false
+    /// Recorded before the wall clock was synchronized and not corrected yet: how it was recorded.
+    public var clock: ClockStamp?
 }
 
 public struct OutboxBounds: Sendable, Equatable {
@@ -53,11 +55,14 @@ public struct OutboxNewEvent {
     public var id: String
     public var type: String
     public var createdAtMs: Int64
+    /// Set for an event recorded before the wall clock was synchronized (`AgentEvent.clockStamp`).
+    public var clock: ClockStamp?
     public var makeBody: (Int64) -> [UInt8]
-    public init(id: String, type: String, createdAtMs: Int64, makeBody: @escaping (Int64) -> [UInt8]) {
+    public init(id: String, type: String, createdAtMs: Int64, clock: ClockStamp? = nil, makeBody: @escaping (Int64) -> [UInt8]) {
         self.id = id
         self.type = type
         self.createdAtMs = createdAtMs
+        self.clock = clock
         self.makeBody = makeBody
     }
 }
@@ -99,7 +104,7 @@ public struct OutboxError: Error, Sendable, CustomStringConvertible, Equatable {
 }
 
 public final class Outbox: @unchecked Sendable {
-    public static let schemaVersion: Int32 = 4
+    public static let schemaVersion: Int32 = 5
     public let path: String
     /// The sinks new events are stored for.
     public private(set) var sinks: OutboxSinks
@@ -237,6 +242,37 @@ public final class Outbox: @unchecked Sendable {
             PRAGMA user_version = 4;
             COMMIT;
             """)
+        }
+        if version < 5 { try migrateClockStamps() }
+    }
+
+    /// v5: an event recorded before the wall clock was synchronized keeps how it was recorded
+    /// (monotonic time, boot) in columns, so correcting it later needs no parse of its body.
+    /// Rows stored before read it from their bodies, once, here.
+    func migrateClockStamps() throws(OutboxError) {
+        try transaction { () throws(OutboxError) in
+            try exec("""
+            ALTER TABLE events ADD COLUMN clock_pending INTEGER NOT NULL DEFAULT 0;
+            ALTER TABLE events ADD COLUMN monotonic_us INTEGER;
+            ALTER TABLE events ADD COLUMN boot_id TEXT;
+            """)
+            var pending: [(id: String, stamp: ClockStamp)] = []
+            let stmt = try prepare("SELECT id, body FROM events")
+            defer { sqlite3_reset(stmt) }
+            while true {
+                let rc = sqlite3_step(stmt)
+                if rc == SQLITE_DONE { break }
+                guard rc == SQLITE_ROW else { throw fail(rc, "cannot read the outbox") }
+                let body = blob(stmt, 1)
+                guard ClockCorrection.needsCorrection(body) else { continue }
+                // A body that is not JSON is sent as it is, as before.
+                pending.append((text(stmt, 0) ?? "", ClockCorrection.stamp(of: body) ?? ClockStamp(monotonicMicros: nil, bootID: nil)))
+            }
+            for p in pending {
+                try run("UPDATE events SET clock_pending = 1, monotonic_us = ?, boot_id = ? WHERE id = ?",
+                        [p.stamp.monotonicMicros.map(Value.int) ?? .null, p.stamp.bootID.map(Value.text) ?? .null, .text(p.id)])
+            }
+            try exec("PRAGMA user_version = 5")
         }
     }
 

@@ -268,18 +268,9 @@ final class OutboxTests: XCTestCase {
     func testAVersion3OutboxIsUpgradedInPlace() throws {
         let dir = try TempDir()
         let path = dir.file("outbox.sqlite")
-        var db: OpaquePointer?
-        XCTAssertEqual(sqlite3_open(path, &db), SQLITE_OK)
-        XCTAssertEqual(sqlite3_exec(db, """
-            CREATE TABLE events (id TEXT PRIMARY KEY, sequence INTEGER NOT NULL UNIQUE, type TEXT NOT NULL, body BLOB NOT NULL,
-                created_at_ms INTEGER NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, next_attempt_at_ms INTEGER NOT NULL DEFAULT 0,
-                last_error TEXT, dead INTEGER NOT NULL DEFAULT 0, sinks INTEGER NOT NULL DEFAULT 1);
-            CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
-            INSERT INTO meta VALUES ('last_sequence', 5), ('delivered', 4), ('evicted', 0);
+        XCTAssertEqual(writeLegacyOutbox(path, version: 3, rows: """
             INSERT INTO events (id, sequence, type, body, created_at_ms) VALUES ('old', 5, 'doorbell.pressed', x'7b7d', 0);
-            PRAGMA user_version = 3;
-            """, nil, nil, nil), SQLITE_OK)
-        sqlite3_close(db)
+            """), SQLITE_OK)
         let outbox = try Outbox(path: path)
         XCTAssertEqual(try outbox.pending(limit: 10).map(\.id), ["old"])
         XCTAssertEqual(try outbox.buttonMemory(), [:])
