@@ -196,3 +196,56 @@ import Testing
         }
     }
 }
+
+/// The link's events that need no phone: the LTK request and its answers, a second central,
+/// extended advertising resuming, refusals that race a disconnection.
+@Suite struct PhoneLinkEventTests {
+    @Test func aLongTermKeyRequestIsHandedUpAndAnsweredWithTheKeyOrRefused() {
+        var rig = PhoneLinkRig()
+        rig.connect()
+        rig.events.removeAll()
+        let random: [UInt8] = [1, 2, 3, 4, 5, 6, 7, 8]
+        rig.feed([0x04, 0x3E, 0x0D, 0x05, 0x40, 0x00] + random + [0x34, 0x12])
+        #expect(rig.events == [.longTermKeyRequested(handle: 0x40, random: random, ediv: 0x1234)])
+        let key = [UInt8](repeating: 0x5C, count: 16)
+        let reply = rig.host.replyLongTermKey(key, at: 1)
+        #expect(reply == [.send([0x01, 0x1A, 0x20, 18, 0x40, 0x00] + key)])
+        _ = rig.host.received(HCIHostTests.complete(0x201A, [0x40, 0x00]), at: 2)
+        #expect(rig.host.replyLongTermKey(nil, at: 3) == [.send([0x01, 0x1B, 0x20, 2, 0x40, 0x00])])
+        // The phone went meanwhile: "Unknown Connection Identifier" is no reason to drop the controller.
+        #expect(rig.host.received(HCIHostTests.complete(0x201B, status: 0x02), at: 4).isEmpty)
+        rig.feed([0x04, 0x30, 0x03, 0x00, 0x40, 0x00])
+        #expect(rig.events.last == .encryptionChanged(handle: 0x40, enabled: true, status: 0))
+    }
+
+    @Test func aSecondCentralIsDisconnectedAndTheFirstKept() {
+        var rig = PhoneLinkRig()
+        rig.connect()
+        var p: [UInt8] = [0x01, 0x00, 0x41, 0x00, 0x01, 0x00, 1, 2, 3, 4, 5, 6, 0x18, 0x00, 0, 0, 0xF4, 0x01, 0x00]
+        let actions = rig.host.received([0x04, 0x3E, UInt8(p.count)] + p, at: 1)
+        #expect(actions == [.send([0x01, 0x06, 0x04, 3, 0x41, 0x00, 0x0D])], "Disconnect, limited resources")
+        #expect(rig.host.connection?.handle == 0x40)
+        p[1] = 0x3C // a failed connection (advertising timeout) changes nothing
+        #expect(rig.host.received([0x04, 0x3E, UInt8(p.count)] + p, at: 2).isEmpty)
+    }
+
+    @Test func extendedAdvertisingResumesOnlyTheConnectableSet() {
+        var rig = PhoneLinkRig(extended: true)
+        rig.connect()
+        let actions = rig.host.received([0x04, 0x05, 0x04, 0x00, 0x40, 0x00, 0x13], at: 1)
+        #expect(actions.first == .disconnected(handle: 0x40, reason: 0x13))
+        #expect(actions.last == .send([0x01, 0x39, 0x20, 6, 0x01, 0x01, 0x01, 0, 0, 0]))
+    }
+
+    @Test func linkEventsParseAndTruncatedOnesDoNot() {
+        let legacy: [UInt8] = [0x3E, 0x13, 0x01, 0x00, 0x40, 0x00, 0x01, 0x01, 0x5A, 0x44, 0x33, 0x22, 0x11, 0x7B, 0x18, 0x00, 0, 0, 0xF4, 0x01, 0x00]
+        #expect(HCIEvent.parse(legacy) == .connectionComplete(status: 0, LEConnection(handle: 0x40, role: .peripheral,
+                                                                                          peerAddress: [0x7B, 0x11, 0x22, 0x33, 0x44, 0x5A],
+                                                                                          peerAddressType: 1, intervalUnits: 24)))
+        #expect(HCIEvent.parse([0x13, 0x09, 0x02, 0x40, 0x00, 0x02, 0x00, 0x40, 0x00, 0x01, 0x00]) == .completedPackets([0x40: 3]))
+        for truncated: [UInt8] in [[0x3E, 0x12] + legacy[2..<20], [0x13, 0x04, 0x02, 0x40, 0x00, 0x02], [0x05, 0x03, 0x00, 0x40, 0x00],
+                                    [0x3E, 0x0C, 0x05, 0x40, 0x00, 1, 2, 3, 4, 5, 6, 7, 8, 0x34]] {
+            #expect(HCIEvent.parse(truncated) == nil)
+        }
+    }
+}
