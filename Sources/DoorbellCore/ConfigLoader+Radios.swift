@@ -60,6 +60,7 @@ extension ConfigLoader {
         if let v = t.int("window_ms", in: 3...10_240) { b.windowMs = v }
         if b.windowMs > b.intervalMs { t.report("window_ms", "must not exceed interval_ms (\(b.intervalMs))") }
         if let v = t.bool("extended_scan") { b.extendedScan = v }
+        if let v = t.bool("ancs") { b.ancsLink = v }
         if let v = t.int("stall_s", in: 0...86_400) { b.stallSeconds = v }
         if let v = t.int("command_timeout_ms", in: 100...60_000) { b.commandTimeoutMs = v }
         return b

@@ -93,6 +93,8 @@ public enum ConfigReference {
             meaning: #"scan timing. Duplicate filtering is always off: controller de-duplication loses button presses."#),
         Row(key: #"`[radio.ble] extended_scan`"#, type: #"bool"#, defaultValue: #"`true`"#,
             meaning: #"LE extended scanning when the controller supports it (and no own beacon is advertised); otherwise legacy"#),
+        Row(key: #"`[radio.ble] ancs`"#, type: #"bool"#, defaultValue: #"`false`"#,
+            meaning: #"the phone link (ANCS): advertise connectably with the ANCS Service Solicitation (beside the `[beacon]`: two extended advertising sets, or one legacy connectable set with the solicitation as scan response) and accept the owner's iPhone; the agent discovers its notification service as GATT client"#),
         Row(key: #"`[radio.ble] stall_s`"#, type: #"int"#, defaultValue: #"120"#,
             meaning: #"no advertising report for this long: the controller is reset and the radio shows `degraded` until reports flow again (0 = off)"#),
         Row(key: #"`[radio.ble] command_timeout_ms`"#, type: #"int"#, defaultValue: #"2000"#,
