@@ -6,7 +6,9 @@ import XCTest
 /// base station's ANCS solicitation, connects over the virtual air, and serves ANCS; the radio's
 /// host discovers it through the real ACL path of the virtual controller.
 final class BLEPhoneLinkTests: XCTestCase {
-    func testAPhoneConnectsToTheSolicitationAndTheBaseStationDiscoversANCS() throws {
+    /// The phone connects, drops the link after two seconds (the owner walks away) and comes back:
+    /// advertising resumed after the disconnection, and discovery runs again on the new link.
+    func testAPhoneConnectsToTheSolicitationAndTheBaseStationDiscoversANCSAgainAfterADrop() throws {
         try requireFile(BLERadioTests.virtualRadio, "the virtual controller")
         guard FileManager.default.isExecutableFile(atPath: BLERadioTests.python) else {
             throw skip("SKIPPED: .venv missing; make test creates it (scripts/venv.sh installs bumble)")
@@ -14,7 +16,7 @@ final class BLEPhoneLinkTests: XCTestCase {
         let dir = try TempDir()
         let scenario = try dir.write("scenario.json", #"{"name": "phone", "advertisers": [], "events": []}"#)
         let ready = dir.file("ready.json"), truth = dir.file("truth.jsonl")
-        let child = try Child(BLERadioTests.python, [BLERadioTests.virtualRadio, "--port", "0", "--scenario", scenario, "--phone", "--hold",
+        let child = try Child(BLERadioTests.python, [BLERadioTests.virtualRadio, "--port", "0", "--scenario", scenario, "--phone", "--phone-drop-after", "2", "--hold",
                                                      "--max-seconds", "60", "--truth", truth, "--ready-file", ready], dir: dir, name: "virtual-radio")
         defer { child.stop() }
         eventually(30, "virtual controller ready") { FileManager.default.fileExists(atPath: ready) }
@@ -26,9 +28,13 @@ final class BLEPhoneLinkTests: XCTestCase {
         let radio = BLERadio(settings: settings, log: Logger(level: .info) { line in lines.withLock { $0.append(line) } }, sink: { _ in })
         radio.start()
         defer { radio.stop() }
-        eventually(30, "the phone connects and ANCS is discovered") { lines.snapshot.contains { $0.contains("discoveredANCS") } }
+        func count(_ s: String) -> Int { lines.snapshot.filter { $0.contains(s) }.count }
+        eventually(30, "the phone connects and ANCS is discovered") { count("discoveredANCS") >= 1 }
+        eventually(30, "the phone drops the link, reconnects, and ANCS is discovered again") { count("discoveredANCS") >= 2 }
         let said = ((try? String(contentsOfFile: truth, encoding: .utf8)) ?? "")
-        XCTAssert(said.contains("phone_connected"), said)
-        XCTAssert(lines.snapshot.contains { $0.contains("ble.connected") }, lines.snapshot.joined(separator: "\n"))
+        XCTAssertEqual(said.components(separatedBy: "phone_connected").count - 1, 2, said)
+        XCTAssertEqual(said.components(separatedBy: "phone_disconnected").count - 1, 1, said)
+        XCTAssertEqual(count("ble.connected"), 2, lines.snapshot.joined(separator: "\n"))
+        XCTAssertEqual(count("ble.disconnected"), 1, lines.snapshot.joined(separator: "\n"))
     }
 }
