@@ -7,6 +7,9 @@ import Glibc
 // de-duplication is how BlueZ users lose button presses — and the optional own iBeacon), the
 // command credits and timeouts and the stall reset; the RadioSupervisor decides the backoff. A
 // stalled controller shows `degraded` until reports flow again.
+// With `[radio.ble] ancs` the host also serves the owner's phone (connectable ANCS solicitation,
+// one connection, GATT discovery of ANCS). Until the pairing machine joins, the shell refuses
+// pairing ("Pairing Not Supported") and every LTK request, and only logs what GATT found.
 
 public enum BLERadioInput: Sendable {
     /// The advertising reports of one read from the controller (one or more HCI events):

@@ -190,6 +190,8 @@ struct PhoneLinkRig {
         case 0x12:
             let h = UInt16(pdu[1]) | UInt16(pdu[2]) << 8
             if requireEncryptionForCCCD && !encrypted && (h == 0x0033 || h == 0x0039) { return [0x01, 0x12, pdu[1], pdu[2], 0x05] }
+            // ANCS's Control Point: CommandID 0–2, else "Unknown command" (0xA0).
+            if h == Self.cp, let command = pdu.dropFirst(3).first, command > 2 { return [0x01, 0x12, pdu[1], pdu[2], 0xA0] }
             written[h] = Array(pdu[3...])
             return [0x13]
         case 0x1E:

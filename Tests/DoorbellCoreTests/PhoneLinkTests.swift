@@ -51,13 +51,26 @@ import Testing
         var rig = PhoneLinkRig()
         rig.connect()
         rig.events.removeAll()
-        rig.perform(rig.host.subscribe(PhoneLinkRig.ns, at: 1))
+        rig.perform(rig.host.subscribeCharacteristic(PhoneLinkRig.ns, at: 1))
         #expect(rig.gattEvents == [.securityRequired(error: 0x05)])
         #expect(rig.written[0x0033] == nil)
         rig.encrypt()
         #expect(rig.written[0x0033] == [0x01, 0x00])
         #expect(rig.gattEvents.suffix(1) == [.written(handle: PhoneLinkRig.ns)])
         #expect(rig.events.contains(.encryptionChanged(handle: 0x40, enabled: true, status: 0)))
+    }
+
+    @Test func controlPointWritesAreConfirmedOrRefusedWithTheirANCSError() {
+        var rig = PhoneLinkRig()
+        rig.connect()
+        rig.events.removeAll()
+        // GetNotificationAttributes for UID 1: AppIdentifier, Title (max 32).
+        let get: [UInt8] = [0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x01, 0x20, 0x00]
+        rig.perform(rig.host.writeCharacteristic(PhoneLinkRig.cp, get, at: 1))
+        rig.perform(rig.host.writeCharacteristic(PhoneLinkRig.cp, [0x07], at: 2))
+        #expect(rig.gattEvents == [.written(handle: PhoneLinkRig.cp), .writeFailed(handle: PhoneLinkRig.cp, error: 0xA0)])
+        #expect(rig.written[PhoneLinkRig.cp] == get)
+        #expect(ATT.errorName(0xA0) == "ANCS Unknown Command")
     }
 
     @Test func aNotificationFragmentedOverManyACLPacketsArrivesWhole() {
@@ -103,7 +116,7 @@ import Testing
         #expect(rig.host.aclInFlight == 0, "a disconnection frees its buffers")
         _ = rig.host.received(HCIHostTests.complete(0x200A), at: 6)
         #expect(rig.host.tick(at: 60_000_000).isEmpty, "the abandoned request never times out")
-        #expect(rig.host.write(0x35, [0x00], at: 61_000_000).isEmpty, "nothing is written without a phone")
+        #expect(rig.host.writeCharacteristic(0x35, [0x00], at: 61_000_000).isEmpty, "nothing is written without a phone")
     }
 
     @Test func anUnansweredRequestDropsTheLinkAfterThirtySeconds() {
@@ -111,10 +124,10 @@ import Testing
         rig.database = []
         rig.connect()
         rig.events.removeAll()
-        rig.perform(rig.host.write(0x35, [0x00, 0x01, 0x02, 0x03, 0x04], at: 1))
+        rig.perform(rig.host.writeCharacteristic(0x35, [0x00, 0x01, 0x02, 0x03, 0x04], at: 1))
         // The fake phone answered; now a request the phone ignores:
         var host = rig.host
-        let pending = host.write(0x35, [0x09], at: 2)
+        let pending = host.writeCharacteristic(0x35, [0x09], at: 2)
         #expect(pending.contains { if case .send = $0 { true } else { false } })
         #expect(host.tick(at: 30_000_001).isEmpty)
         let late = host.tick(at: 30_000_002)

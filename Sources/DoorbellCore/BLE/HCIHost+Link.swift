@@ -52,13 +52,13 @@ extension HCIHost {
     }
 
     /// Write Request to a phone's characteristic (the ANCS Control Point).
-    public mutating func write(_ handle: UInt16, _ value: [UInt8], at now: Int64) -> [Action] {
+    public mutating func writeCharacteristic(_ handle: UInt16, _ value: [UInt8], at now: Int64) -> [Action] {
         guard link.connection != nil else { return [] }
         return carry(link.gatt.write(handle, value, at: now))
     }
 
     /// Enables notifications of a discovered characteristic by its value handle.
-    public mutating func subscribe(_ valueHandle: UInt16, at now: Int64) -> [Action] {
+    public mutating func subscribeCharacteristic(_ valueHandle: UInt16, at now: Int64) -> [Action] {
         guard link.connection != nil else { return [] }
         return carry(link.gatt.subscribe(valueHandle, at: now))
     }
