@@ -242,12 +242,19 @@ import Testing
         #expect(rig.host.received([0x04, 0x3E, UInt8(p.count)] + p, at: 2).isEmpty)
     }
 
-    @Test func extendedAdvertisingResumesOnlyTheConnectableSet() {
+    @Test func extendedAdvertisingResumesTheSetTheConnectionStopped() {
         var rig = PhoneLinkRig(extended: true)
         rig.connect()
         let actions = rig.host.received([0x04, 0x05, 0x04, 0x00, 0x40, 0x00, 0x13], at: 1)
         #expect(actions.first == .disconnected(handle: 0x40, reason: 0x13))
         #expect(actions.last == .send([0x01, 0x39, 0x20, 6, 0x01, 0x01, 0x01, 0, 0, 0]))
+        // A controller that says which set it stopped (Bumble's stops the first set with the
+        // address, the beacon's): that one comes back.
+        _ = rig.host.received(HCIHostTests.complete(0x2039), at: 2)
+        rig.connect()
+        rig.feed([0x04, 0x3E, 0x06, 0x12, 0x00, 0x00, 0x40, 0x00, 0x00])
+        let again = rig.host.received([0x04, 0x05, 0x04, 0x00, 0x40, 0x00, 0x13], at: 3)
+        #expect(again.last == .send([0x01, 0x39, 0x20, 6, 0x01, 0x01, 0x00, 0, 0, 0]))
     }
 
     @Test func linkEventsParseAndTruncatedOnesDoNot() {

@@ -67,6 +67,8 @@ public enum HCIEvent: Sendable, Equatable {
     case encryptionChange(status: UInt8, handle: UInt16, enabled: Bool)
     case keyRefreshComplete(status: UInt8, handle: UInt16)
     case longTermKeyRequest(handle: UInt16, random: [UInt8], ediv: UInt16)
+    /// An advertising set stopped (status 0: a central connected to it).
+    case advertisingSetTerminated(status: UInt8, set: UInt8, handle: UInt16)
     case other(code: UInt8)
 
     public static let commandCompleteCode: UInt8 = 0x0E
@@ -93,6 +95,9 @@ public enum HCIEvent: Sendable, Equatable {
             case 0x02: return legacyReports(Array(params.dropFirst())).map { .advertisingReports($0) }
             case 0x0D: return extendedReports(Array(params.dropFirst())).map { .advertisingReports($0) }
             case 0x01, 0x0A: return connection(Array(params.dropFirst()), enhanced: sub == 0x0A)
+            case 0x12:
+                guard params.count == 6 else { return nil }
+                return .advertisingSetTerminated(status: params[1], set: params[2], handle: u16(params, 3) & 0x0FFF)
             case 0x05:
                 guard params.count == 13 else { return nil }
                 return .longTermKeyRequest(handle: u16(params, 1) & 0x0FFF, random: Array(params[3..<11]), ediv: u16(params, 11))

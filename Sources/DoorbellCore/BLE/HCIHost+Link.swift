@@ -17,6 +17,8 @@ public struct LinkCounters: Sendable, Equatable {
 struct LELink: Sendable {
     var connection: LEConnection?
     var extendedAdvertising = false
+    /// Extended advertising sets the controller stopped for a connection: enabled again after it.
+    var stoppedSets: [UInt8] = []
     /// LE ACL data packet length and count (LE Read Buffer Size); the spec's minimum until read.
     var aclLength = 27
     var aclBuffers = 1
@@ -99,7 +101,8 @@ extension HCIHost {
         case let .disconnectionComplete(status, handle, reason):
             guard status == 0, handle == link.connection?.handle else { return [] }
             let out = dropLink(reason: reason)
-            if settings.ancsLink { script.append(LEAdvertising.resume(extended: link.extendedAdvertising)) }
+            if settings.ancsLink { script.append(LEAdvertising.resume(extended: link.extendedAdvertising, sets: link.stoppedSets)) }
+            link.stoppedSets.removeAll()
             return out
         case let .completedPackets(counts):
             guard let c = link.connection, let n = counts[c.handle] else { return [] }
@@ -112,6 +115,9 @@ extension HCIHost {
         case let .keyRefreshComplete(status, handle):
             guard handle == link.connection?.handle else { return [] }
             return [.encryptionChanged(handle: handle, enabled: status == 0, status: status)]
+        case let .advertisingSetTerminated(status, set, _):
+            if status == 0, !link.stoppedSets.contains(set) { link.stoppedSets.append(set) }
+            return []
         case let .longTermKeyRequest(handle, random, ediv):
             guard handle == link.connection?.handle else { return [] }
             return [.longTermKeyRequested(handle: handle, random: random, ediv: ediv)]

@@ -66,9 +66,11 @@ public enum LEAdvertising {
         return out
     }
 
-    /// After a disconnection: the connectable advertising again (the controller stopped it).
-    static func resume(extended: Bool) -> (opcode: UInt16, params: [UInt8]) {
-        extended ? (0x2039, [0x01, 0x01, 0x01, 0, 0, 0]) : (0x200A, [0x01])
+    /// After a disconnection: the advertising the controller stopped for the connection again —
+    /// the sets it said it terminated, else the connectable set 1.
+    static func resume(extended: Bool, sets: [UInt8]) -> (opcode: UInt16, params: [UInt8]) {
+        let s = sets.isEmpty ? [1] : sets
+        return extended ? (0x2039, [0x01, UInt8(s.count)] + s.flatMap { [$0, 0, 0, 0] }) : (0x200A, [0x01])
     }
 
     static func units(_ ms: Int) -> UInt32 { UInt32(min(max(Double(ms) / 0.625, 32), 16_384)) }
