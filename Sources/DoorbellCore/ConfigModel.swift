@@ -311,6 +311,8 @@ public struct BLERadioSettings: Sendable, Equatable {
     public var commandTimeoutMs = 2_000
     /// The base station's own iBeacon, advertised while scanning.
     public var beacon: OwnBeacon?
+    /// The phone link (ANCS): advertise connectably soliciting ANCS and serve the phone's connection.
+    public var ancsLink = false
     public init(transport: HCITransportKind) { self.transport = transport }
 }
 

@@ -7,6 +7,9 @@ import Glibc
 // de-duplication is how BlueZ users lose button presses — and the optional own iBeacon), the
 // command credits and timeouts and the stall reset; the RadioSupervisor decides the backoff. A
 // stalled controller shows `degraded` until reports flow again.
+// With `[radio.ble] ancs` the host also serves the owner's phone (connectable ANCS solicitation,
+// one connection, GATT discovery of ANCS). Until the pairing machine joins, the shell refuses
+// pairing ("Pairing Not Supported") and every LTK request, and only logs what GATT found.
 
 public enum BLERadioInput: Sendable {
     /// The advertising reports of one read from the controller (one or more HCI events):
@@ -109,6 +112,23 @@ public final class BLERadio: @unchecked Sendable {
                     status.withLock { $0.show(supervisor) } // the reason shows until reports flow again
                     log.warning("radio.ble_stalled", [("radio", "ble"), ("stall_s", String(settings.stallSeconds))])
                     sink(.health(false))
+                case let .connected(c):
+                    log.info("ble.connected", [("peer", c.peerAddress.map { Hex.encode([$0], uppercase: true) }.joined(separator: ":")),
+                                               ("handle", String(c.handle))])
+                case let .disconnected(handle, reason):
+                    log.info("ble.disconnected", [("handle", String(handle)), ("reason", "0x" + String(reason, radix: 16))])
+                case .smp:
+                    // No pairing machine yet: Pairing Failed, "Pairing Not Supported", so the phone
+                    // does not wait out SMP's 30 s timeout.
+                    try perform(host.send(smp: [0x05, 0x05], at: Clocks.monotonicMicros()))
+                case .longTermKeyRequested:
+                    try perform(host.replyLongTermKey(nil, at: Clocks.monotonicMicros()))
+                case .encryptionChanged:
+                    break
+                case .gatt(.notification):
+                    break // the ANCS layer's
+                case let .gatt(event):
+                    log.info("ble.gatt", [("event", "\(event)")])
                 case let .failed(failure):
                     let code: HCIError.Code = switch failure.code {
                     case .noCredit, .timeout: .timeout

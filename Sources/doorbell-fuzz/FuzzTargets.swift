@@ -11,7 +11,25 @@ enum FuzzTarget: String, CaseIterable {
     static let bleButton = DeviceConfig(id: "btn", name: "Button", radio: "ble", match: RTL433Match(fields: [("address", .text("C0:11:22:33:44:02"))]))
     static let region = BeaconRegion(id: "r", name: "r", uuid: [0xE2, 0xC5, 0x6D, 0xB5, 0xDF, 0xFB, 0x48, 0xD2, 0xB0, 0x60, 0xD0, 0xF5, 0xA7, 0x10, 0x96, 0xE0])
 
-    case json, rtl433, config, control, pulses, ooktext, vcd, hci, ad, bthome, secret, eddystone, ancs, smp
+    /// A host with the phone link on, brought up on a controller with 3 LE ACL buffers of 27 bytes,
+    /// and a phone connected as handle 0x0040.
+    static func connectedHost() -> HCIHost {
+        var settings = BLERadioSettings(transport: .tcp(host: "127.0.0.1", port: 1))
+        settings.ancsLink = true
+        var host = HCIHost(settings: settings, transportName: "fuzz")
+        var out = host.start(at: 0)
+        for _ in 0..<20 {
+            guard let cmd = out.lazy.compactMap({ if case let .send(p) = $0, p.first == 0x01 { p } else { nil } }).first else { break }
+            let ret: [UInt8] = cmd[1] == 0x02 && cmd[2] == 0x10 ? [UInt8](repeating: 0xFF, count: 64) : cmd[2] == 0x20 && [0x02, 0x60].contains(cmd[1]) ? [27, 0, 3, 0, 0, 0] : []
+            out = host.received([0x04, 0x0E, UInt8(4 + ret.count), 1, cmd[1], cmd[2], 0] + ret, at: 0)
+        }
+        let connection: [UInt8] = [0x04, 0x3E, 0x13, 0x01, 0x00, 0x40, 0x00, 0x01, 0x01, 0x5A, 0x44, 0x33, 0x22, 0x11, 0x7B, 0x18, 0x00, 0, 0, 0xF4, 0x01, 0x00]
+        _ = host.received(connection, at: 0)
+        precondition(host.connection != nil, "the fuzz host did not connect")
+        return host
+    }
+
+    case json, rtl433, config, control, pulses, ooktext, vcd, hci, ad, bthome, secret, eddystone, ancs, smp, acl
 
     func run(_ bytes: [UInt8]) {
         switch self {
@@ -88,6 +106,32 @@ enum FuzzTarget: String, CaseIterable {
                     precondition(r.address.count == 6, "address is 6 bytes")
                     t += 100_000
                     _ = pipeline.handle(report: r, at: ReceiveTime(monoMicros: t, wallMicros: t, clockSynced: true))
+                }
+            }
+        case .acl:
+            // A phone's ACL/L2CAP/ATT bytes: as the controller's H4 stream into a host brought up
+            // with the phone link and a phone connected, then as length-prefixed ATT PDUs straight
+            // into a discovering GATT client and the ATT server.
+            var host = Self.connectedHost()
+            var t: Int64 = 0
+            for chunk in stride(from: 0, to: bytes.count, by: 64) {
+                t += 10_000
+                _ = host.received(Array(bytes[chunk..<min(bytes.count, chunk + 64)]), at: t)
+                precondition(host.aclInFlight <= 3, "more ACL packets in flight than the controller has buffers")
+            }
+            _ = host.tick(at: t + 31_000_000)
+            var client = GATTClient()
+            _ = client.start(at: 0)
+            var i = 0
+            while i < bytes.count {
+                let pdu = Array(bytes[(i + 1)..<min(bytes.count, i + 1 + Int(bytes[i]))])
+                i += 1 + Int(bytes[i])
+                if let opcode = pdu.first, !ATT.isForClient(opcode) {
+                    if let answer = ATT.serverAnswer(pdu).answer { precondition(answer.count <= ATT.defaultMTU, "an answer longer than any MTU") }
+                    continue
+                }
+                for case let .send(out) in client.received(pdu, at: Int64(i)) {
+                    precondition(out.count <= client.mtu, "a request longer than the MTU")
                 }
             }
         case .ad:

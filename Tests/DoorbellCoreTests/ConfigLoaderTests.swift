@@ -203,6 +203,7 @@ import Testing
         path = "/dev/ttyACM0"
         baud = 1000000
         scan = "active"
+        ancs = true
         [beacon]
         uuid = "e2c56db5-dffb-48d2-b060-d0f5a71096e0"
         major = 1
@@ -221,6 +222,7 @@ import Testing
         let c = try ConfigLoader.parse(text: toml, file: "/etc/doorbell-agent/agent.toml")
         #expect(c.ble?.transport == .serial(path: "/dev/ttyACM0", baud: 1_000_000, flowControl: true))
         #expect(c.ble?.activeScan == true)
+        #expect(c.ble?.ancsLink == true)
         #expect(c.ble?.beacon?.beacon.major == 1 && c.ble?.beacon?.beacon.measuredPower == -61)
         #expect(c.devices.first?.radio == "ble", "the one radio configured is the default")
         #expect(c.devices.first?.match == RTL433Match(fields: [("address", .text("C0:11:22:33:44:02"))]))

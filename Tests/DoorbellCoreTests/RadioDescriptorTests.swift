@@ -131,6 +131,7 @@ import Testing
         "ble.interval_ms": { $0.ble.map { "\($0.intervalMs)" } },
         "ble.window_ms": { $0.ble.map { "\($0.windowMs)" } },
         "ble.extended_scan": { $0.ble.map { "\($0.extendedScan)" } },
+        "ble.ancs": { $0.ble.map { "\($0.ancsLink)" } },
         "ble.stall_s": { $0.ble.map { "\($0.stallSeconds)" } },
         "ble.command_timeout_ms": { $0.ble.map { "\($0.commandTimeoutMs)" } },
     ]

@@ -1,7 +1,9 @@
 // HCI over H4 (UART framing, Core Spec Vol 4 Part A): a packet-type byte (0x01 command,
 // 0x02 ACL, 0x03 SCO, 0x04 event, 0x05 ISO) then the packet. Events: code, length, parameters.
-// The agent reads Command Complete/Status (flow control and bring-up) and LE Meta events with
-// advertising reports, legacy (subevent 0x02) and extended (0x0D). Total on any bytes.
+// The agent reads Command Complete/Status (flow control and bring-up), LE Meta events with
+// advertising reports, legacy (subevent 0x02) and extended (0x0D), and what a peripheral's link
+// needs: (Enhanced) Connection Complete, Disconnection Complete, Number Of Completed Packets,
+// Encryption Change / Key Refresh and LE Long Term Key Request. Total on any bytes.
 
 public struct BLEAdvertisingReport: Sendable, Equatable {
     /// Most significant byte first, as printed ("C0:11:22:33:44:02"); the air has it reversed.
@@ -33,11 +35,40 @@ public struct BLEAdvertisingReport: Sendable, Equatable {
     }
 }
 
+/// One LE connection as the controller reported it.
+public struct LEConnection: Sendable, Equatable {
+    public enum Role: Sendable, Equatable { case central, peripheral }
+    public var handle: UInt16
+    public var role: Role
+    /// Most significant byte first, as printed; for a phone usually a resolvable private address.
+    public var peerAddress: [UInt8]
+    /// 0 public, 1 random, 2/3 resolved by the controller (public/random identity).
+    public var peerAddressType: UInt8
+    /// Connection interval in 1.25 ms units.
+    public var intervalUnits: UInt16
+    public init(handle: UInt16, role: Role, peerAddress: [UInt8], peerAddressType: UInt8, intervalUnits: UInt16) {
+        self.handle = handle
+        self.role = role
+        self.peerAddress = peerAddress
+        self.peerAddressType = peerAddressType
+        self.intervalUnits = intervalUnits
+    }
+}
+
 public enum HCIEvent: Sendable, Equatable {
     case commandComplete(opcode: UInt16, numCommands: UInt8, returnParameters: [UInt8])
     case commandStatus(status: UInt8, numCommands: UInt8, opcode: UInt16)
     case advertisingReports([BLEAdvertisingReport])
     case hardwareError(UInt8)
+    case connectionComplete(status: UInt8, LEConnection)
+    case disconnectionComplete(status: UInt8, handle: UInt16, reason: UInt8)
+    /// Per connection handle, how many ACL packets the controller sent (its buffers are free again).
+    case completedPackets([UInt16: Int])
+    case encryptionChange(status: UInt8, handle: UInt16, enabled: Bool)
+    case keyRefreshComplete(status: UInt8, handle: UInt16)
+    case longTermKeyRequest(handle: UInt16, random: [UInt8], ediv: UInt16)
+    /// An advertising set stopped (status 0: a central connected to it).
+    case advertisingSetTerminated(status: UInt8, set: UInt8, handle: UInt16)
     case other(code: UInt8)
 
     public static let commandCompleteCode: UInt8 = 0x0E
@@ -63,11 +94,44 @@ public enum HCIEvent: Sendable, Equatable {
             switch sub {
             case 0x02: return legacyReports(Array(params.dropFirst())).map { .advertisingReports($0) }
             case 0x0D: return extendedReports(Array(params.dropFirst())).map { .advertisingReports($0) }
+            case 0x01, 0x0A: return connection(Array(params.dropFirst()), enhanced: sub == 0x0A)
+            case 0x12:
+                guard params.count == 6 else { return nil }
+                return .advertisingSetTerminated(status: params[1], set: params[2], handle: u16(params, 3) & 0x0FFF)
+            case 0x05:
+                guard params.count == 13 else { return nil }
+                return .longTermKeyRequest(handle: u16(params, 1) & 0x0FFF, random: Array(params[3..<11]), ediv: u16(params, 11))
             default: return .other(code: p[0])
             }
+        case 0x05:
+            guard params.count == 4 else { return nil }
+            return .disconnectionComplete(status: params[0], handle: u16(params, 1) & 0x0FFF, reason: params[3])
+        case 0x08:
+            guard params.count == 4 else { return nil }
+            return .encryptionChange(status: params[0], handle: u16(params, 1) & 0x0FFF, enabled: params[3] != 0)
+        case 0x30:
+            guard params.count == 3 else { return nil }
+            return .keyRefreshComplete(status: params[0], handle: u16(params, 1) & 0x0FFF)
+        case 0x13:
+            // Num_Handles, then (handle, count) pairs one after another, as controllers send them.
+            guard let n = params.first, params.count == 1 + Int(n) * 4 else { return nil }
+            var counts: [UInt16: Int] = [:]
+            for k in 0..<Int(n) { counts[u16(params, 1 + k * 4) & 0x0FFF, default: 0] += Int(u16(params, 3 + k * 4)) }
+            return .completedPackets(counts)
         default:
             return .other(code: p[0])
         }
+    }
+
+    static func u16(_ p: [UInt8], _ i: Int) -> UInt16 { UInt16(p[i]) | UInt16(p[i + 1]) << 8 }
+
+    /// Status, handle (2), role, peer address type, peer address (6), [enhanced: local and peer
+    /// resolvable private addresses (12)], interval (2), latency (2), supervision timeout (2), clock accuracy.
+    static func connection(_ p: [UInt8], enhanced: Bool) -> HCIEvent? {
+        guard p.count == (enhanced ? 30 : 18) else { return nil }
+        let i = enhanced ? 23 : 11
+        return .connectionComplete(status: p[0], LEConnection(handle: u16(p, 1) & 0x0FFF, role: p[3] == 1 ? .peripheral : .central,
+                                                              peerAddress: address(p, at: 5), peerAddressType: p[4], intervalUnits: u16(p, i)))
     }
 
     static func address(_ p: [UInt8], at i: Int) -> [UInt8] { Array(p[i..<i + 6].reversed()) }

@@ -8,8 +8,9 @@
 // event masks, the own beacon's advertising, then legacy or extended scanning, chosen from the
 // supported commands), one command at a time within the controller's credits
 // (Num_HCI_Command_Packets), a deadline per command, and a reset when no advertising report
-// arrived for `stallSeconds`. Connections, L2CAP, SMP and GATT are meant to join it as further
-// states answering events here, not as another loop in the shell.
+// arrived for `stallSeconds`. With the phone link on (`ancsLink`), also the LE ACL buffers, the
+// connectable ANCS solicitation (LEAdvertising) and one peripheral connection: ACL credits,
+// L2CAP, the ATT server's answers and the GATT client (HCIHost+Link); SMP is handed out.
 
 public struct BLEControllerInfo: Sendable, Equatable {
     public var hciVersion: Int
@@ -36,6 +37,18 @@ public struct HCIHost: Sendable {
         case stalled
         /// Give up on this transport (the shell closes it and its supervisor backs off).
         case failed(HCIFailure)
+        /// A phone connected (the base station is the peripheral).
+        case connected(LEConnection)
+        /// The connection ended (HCI reason code); advertising resumes by itself.
+        case disconnected(handle: UInt16, reason: UInt8)
+        /// An SMP PDU from the phone, for the pairing machine; answer with `send(smp:at:)`.
+        case smp(handle: UInt16, [UInt8])
+        /// The phone starts encryption: answer with `replyLongTermKey(_:at:)` (nil: no bond).
+        case longTermKeyRequested(handle: UInt16, random: [UInt8], ediv: UInt16)
+        /// Encryption Change or Key Refresh Complete (status 0 when it worked).
+        case encryptionChanged(handle: UInt16, enabled: Bool, status: UInt8)
+        /// What the GATT client found out (never its `.send`: the host carries those).
+        case gatt(GATTClient.Action)
     }
 
     public struct HCIFailure: Sendable, Equatable, CustomStringConvertible {
@@ -49,8 +62,16 @@ public struct HCIHost: Sendable {
         0x0C03: "Reset", 0x1001: "Read Local Version", 0x1002: "Read Local Supported Commands", 0x0C01: "Set Event Mask",
         0x2001: "LE Set Event Mask", 0x200B: "LE Set Scan Parameters", 0x200C: "LE Set Scan Enable",
         0x2041: "LE Set Extended Scan Parameters", 0x2042: "LE Set Extended Scan Enable", 0x2006: "LE Set Advertising Parameters",
-        0x2008: "LE Set Advertising Data", 0x200A: "LE Set Advertising Enable",
+        0x2008: "LE Set Advertising Data", 0x200A: "LE Set Advertising Enable", 0x2009: "LE Set Scan Response Data",
+        0x2002: "LE Read Buffer Size", 0x2060: "LE Read Buffer Size [v2]", 0x1005: "Read Buffer Size",
+        0x2036: "LE Set Extended Advertising Parameters", 0x2037: "LE Set Extended Advertising Data",
+        0x2039: "LE Set Extended Advertising Enable", 0x0406: "Disconnect",
+        0x201A: "LE Long Term Key Request Reply", 0x201B: "LE Long Term Key Request Negative Reply",
     ]
+
+    /// Commands about one connection, or advertising again after it: a refusal after bring-up means
+    /// the connection went meanwhile (or advertising runs already), not a broken controller.
+    static let refusalTolerated: Set<UInt16> = [0x0406, 0x201A, 0x201B, 0x200A, 0x2039]
 
     public let settings: BLERadioSettings
     /// The transport's name, for messages ("hci0", "/dev/ttyACM0", "127.0.0.1:9000").
@@ -62,8 +83,10 @@ public struct HCIHost: Sendable {
 
     private var framer = H4Framer()
     private var credits = 1
-    /// Commands still to send in this bring-up, first first.
-    private var script: [(opcode: UInt16, params: [UInt8])] = []
+    /// Commands still to send (the bring-up, then the link's), first first.
+    var script: [(opcode: UInt16, params: [UInt8])] = []
+    /// The phone link's state: connection, ACL buffers, reassembly, GATT.
+    var link = LELink()
     /// The command sent and not yet answered, or waiting for a credit, with its deadline.
     private var pending: (opcode: UInt16, deadline: Int64, sent: Bool)?
     private var version: [UInt8] = []
@@ -80,9 +103,8 @@ public struct HCIHost: Sendable {
     /// The earliest time `tick` has something to do (a command deadline, the stall limit).
     public var nextDeadline: Int64? {
         if failed { return nil }
-        if let pending { return pending.deadline }
-        if isScanning && settings.stallSeconds > 0 { return lastReport + Int64(settings.stallSeconds) * 1_000_000 + 1_000 }
-        return nil
+        let stall = isScanning && settings.stallSeconds > 0 ? lastReport + Int64(settings.stallSeconds) * 1_000_000 + 1_000 : nil
+        return [pending?.deadline, stall, link.gatt.nextDeadline].compactMap { $0 }.min()
     }
 
     /// Starts (or, after a stall, restarts) the bring-up.
@@ -91,7 +113,7 @@ public struct HCIHost: Sendable {
         failed = false
         pending = nil
         script = [(0x0C03, []), (0x1001, []), (0x1002, [])]
-        return advance(at: now)
+        return dropLink(reason: 0x16) + advance(at: now)
     }
 
     /// Bytes the controller sent.
@@ -100,6 +122,11 @@ public struct HCIHost: Sendable {
         var actions: [Action] = []
         var reports: [BLEAdvertisingReport] = []
         for packet in framer.feed(bytes) {
+            if case let .acl(data) = packet {
+                if tapping { actions.append(.received([0x02] + data)) }
+                actions += acl(data, at: now)
+                continue
+            }
             guard case let .event(event) = packet else { continue }
             if tapping { actions.append(.received([0x04] + event)) }
             guard let parsed = HCIEvent.parse(event) else { continue }
@@ -116,6 +143,8 @@ public struct HCIHost: Sendable {
                 return finish(actions, reports, HCIFailure(code: .hardwareError, description: "\(transportName): controller hardware error 0x\(String(code, radix: 16))"))
             case .other:
                 break
+            default:
+                actions += linkEvent(parsed, at: now)
             }
         }
         if !reports.isEmpty {
@@ -134,10 +163,11 @@ public struct HCIHost: Sendable {
                                  : "\(transportName): controller gave no command credit for \(settings.commandTimeoutMs) ms"
             return fail(HCIFailure(code: p.sent ? .timeout : .noCredit, description: message))
         }
+        let gatt = linkTick(at: now)
         if isScanning, settings.stallSeconds > 0, now - lastReport > Int64(settings.stallSeconds) * 1_000_000 {
-            return [.stalled] + start(at: now)
+            return gatt + [.stalled] + start(at: now)
         }
-        return []
+        return gatt + advance(at: now)
     }
 
     // MARK: - Bring-up
@@ -145,13 +175,14 @@ public struct HCIHost: Sendable {
     private mutating func answer(_ opcode: UInt16, status: UInt8?, returnParameters ret: [UInt8], at now: Int64) -> HCIFailure? {
         guard let p = pending, p.sent, p.opcode == opcode else { return nil }
         pending = nil
-        if let status, status != 0 {
+        if let status, status != 0, !(isScanning && Self.refusalTolerated.contains(opcode)) {
             let label = Self.names[opcode] ?? "0x" + String(opcode, radix: 16)
             return HCIFailure(code: .refused, description: "\(transportName): the controller refused \(label): status 0x\(String(status, radix: 16)) (\(Self.statusText(status)))")
         }
         switch opcode {
         case 0x1001: version = ret
         case 0x1002: script += rest(supported: ret)
+        case 0x2002, 0x2060, 0x1005: bufferSize(opcode, ret)
         default: break
         }
         if script.isEmpty && !isScanning, let info { isScanning = true; lastReport = now; scanningAction = .scanning(info, extended: usesExtendedScan(info)) }
@@ -165,19 +196,22 @@ public struct HCIHost: Sendable {
         let made = BLEControllerInfo(hciVersion: version.count > 1 ? Int(version[1]) : 0,
                                      manufacturer: version.count > 6 ? Int(version[5]) | Int(version[6]) << 8 : 0, extendedScan: ext)
         info = made
-        // Default events plus LE Meta (bit 61); LE subevents: advertising reports, legacy and extended.
-        var out: [(opcode: UInt16, params: [UInt8])] = [(0x0C01, [0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x1F, 0x00, 0x20]),
-                                                        (0x2001, [0x02, 0x10, 0, 0, 0, 0, 0, 0])]
-        if let own = settings.beacon {
-            // Legacy advertising: a controller doing legacy advertising cannot use the extended
-            // scan commands at the same time, so an own beacon keeps the scanner on legacy too.
-            let units = UInt16(min(max(Double(own.intervalMs) / 0.625, 32), 16_384))
-            out.append((0x2006, [UInt8(units & 0xFF), UInt8(units >> 8), UInt8(units & 0xFF), UInt8(units >> 8), 0x03, 0x00, 0x00,
-                                 0, 0, 0, 0, 0, 0, 0x07, 0x00]))
-            let ad = Self.ownBeaconAdvertisingData(own.beacon)
-            out.append((0x2008, [UInt8(ad.count)] + ad + [UInt8](repeating: 0, count: max(0, 31 - ad.count))))
-            out.append((0x200A, [0x01]))
+        link.extendedAdvertising = settings.ancsLink && ext && settings.extendedScan && LEAdvertising.supportsExtended(supported)
+        var out: [(opcode: UInt16, params: [UInt8])]
+        if settings.ancsLink {
+            // Octet 41 bit 5: LE Read Buffer Size [v2]. Events add Encryption Key Refresh (bit 47);
+            // LE: connection complete (legacy and enhanced), advertising reports, LTK request,
+            // advertising set terminated.
+            let v2 = supported.count > 42 && supported[1 + 41] & 0x20 != 0
+            out = [(v2 ? 0x2060 : 0x2002, []), (0x0C01, [0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x9F, 0x00, 0x20]),
+                   (0x2001, [0x13, 0x12, 0x02, 0, 0, 0, 0, 0])]
+        } else {
+            // Default events plus LE Meta (bit 61); LE subevents: advertising reports, legacy and extended.
+            out = [(0x0C01, [0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x1F, 0x00, 0x20]), (0x2001, [0x02, 0x10, 0, 0, 0, 0, 0, 0])]
         }
+        // A controller doing legacy advertising cannot use the extended scan commands at the same
+        // time, so legacy advertising keeps the scanner on legacy too.
+        out += LEAdvertising.setup(beacon: settings.beacon, solicit: settings.ancsLink, extended: link.extendedAdvertising)
         let interval = UInt16(Double(settings.intervalMs) / 0.625)
         let window = UInt16(Double(settings.windowMs) / 0.625)
         let type: UInt8 = settings.activeScan ? 1 : 0
@@ -191,10 +225,12 @@ public struct HCIHost: Sendable {
         return out
     }
 
-    private func usesExtendedScan(_ info: BLEControllerInfo) -> Bool { info.extendedScan && settings.extendedScan && settings.beacon == nil }
+    private func usesExtendedScan(_ info: BLEControllerInfo) -> Bool {
+        info.extendedScan && settings.extendedScan && (link.extendedAdvertising || settings.beacon == nil && !settings.ancsLink)
+    }
 
     /// Sends the next command when nothing is outstanding and the controller has a credit.
-    private mutating func advance(at now: Int64) -> [Action] {
+    mutating func advance(at now: Int64) -> [Action] {
         var out: [Action] = []
         if let s = scanningAction { out.append(s); scanningAction = nil }
         let deadline = now + Int64(settings.commandTimeoutMs) * 1000
@@ -233,8 +269,5 @@ public struct HCIHost: Sendable {
     }
 
     /// Flags (LE General Discoverable off, BR/EDR not supported) and the iBeacon manufacturer data.
-    public static func ownBeaconAdvertisingData(_ b: IBeacon) -> [UInt8] {
-        let m = b.manufacturerData
-        return [0x02, 0x01, 0x04, UInt8(m.count + 1), 0xFF] + m
-    }
+    public static func ownBeaconAdvertisingData(_ b: IBeacon) -> [UInt8] { LEAdvertising.beaconData(b, connectable: false) }
 }

@@ -30,6 +30,8 @@ extension BLERadioSettings: Radio {
             RadioOption("window_ms", .int(3...10_240, default: 30), help: "how long it listens each time; at most interval_ms"),
             RadioOption("extended_scan", .bool(default: true),
                         help: "LE extended scanning when the controller supports it (and no own beacon is advertised); otherwise legacy"),
+            RadioOption("ancs", .bool(default: false),
+                        help: "the phone link (ANCS): advertise connectably with the ANCS Service Solicitation (beside the `[beacon]`: two extended advertising sets, or one legacy connectable set with the solicitation as scan response) and accept the owner's iPhone; the agent discovers its notification service as GATT client"),
             RadioOption("stall_s", .int(0...86_400, default: 120),
                         help: "no advertising report for this long: the controller is reset and the radio shows `degraded` until reports flow again (0 = off)"),
             RadioOption("command_timeout_ms", .int(100...60_000, default: 2_000),
@@ -84,6 +86,7 @@ extension BLERadioSettings: Radio {
         if let v = s.int("window_ms") { b.windowMs = v }
         if b.windowMs > b.intervalMs { s.report("window_ms", "must not exceed interval_ms (\(b.intervalMs))") }
         if let v = s.bool("extended_scan") { b.extendedScan = v }
+        if let v = s.bool("ancs") { b.ancsLink = v }
         if let v = s.int("stall_s") { b.stallSeconds = v }
         if let v = s.int("command_timeout_ms") { b.commandTimeoutMs = v }
         return b
