@@ -27,6 +27,9 @@ struct PhoneLinkRig {
     var events: [HCIHost.Action] = []
     /// Write Requests the phone accepted: handle → value.
     var written: [UInt16: [UInt8]] = [:]
+    /// SMP PDUs the host sent to the phone, and HCI commands (H4) it sent to the controller.
+    var smpSent: [[UInt8]] = []
+    var commands: [[UInt8]] = []
 
     static let ns: UInt16 = 0x0032, cp: UInt16 = 0x0035, ds: UInt16 = 0x0038
 
@@ -76,8 +79,9 @@ struct PhoneLinkRig {
 
     // MARK: The controller
 
-    mutating func connect(role: UInt8 = 1) {
-        var p: [UInt8] = [0x0A, 0x00, UInt8(handle & 0xFF), UInt8(handle >> 8), role, 0x01] + [0x5A, 0x44, 0x33, 0x22, 0x11, 0x7B]
+    /// `peer` most significant octet first, as LEConnection holds it; type 1 random.
+    mutating func connect(role: UInt8 = 1, peer: [UInt8] = [0x7B, 0x11, 0x22, 0x33, 0x44, 0x5A], peerType: UInt8 = 1) {
+        var p: [UInt8] = [0x0A, 0x00, UInt8(handle & 0xFF), UInt8(handle >> 8), role, peerType] + peer.reversed()
         p += [UInt8](repeating: 0, count: 12) + [0x18, 0x00, 0x00, 0x00, 0xF4, 0x01, 0x00]
         feed([0x04, 0x3E, UInt8(p.count)] + p)
     }
@@ -107,6 +111,7 @@ struct PhoneLinkRig {
         for a in actions {
             guard case let .send(packet) = a else { events.append(a); continue }
             if packet[0] == 0x01, let op = HCIHostTests.opcode(packet) {
+                commands.append(packet)
                 replies.append(HCIHostTests.complete(op))
                 continue
             }
@@ -115,7 +120,9 @@ struct PhoneLinkRig {
             sentACL += 1
             maxInFlight = max(maxInFlight, inFlight)
             let word = UInt16(packet[1]) | UInt16(packet[2]) << 8
-            if case let .pdu(cid, pdu) = phoneReassembler.feed(first: word >> 12 != 1, packet[5...]), cid == L2CAP.attCID {
+            let fed = phoneReassembler.feed(first: word >> 12 != 1, packet[5...])
+            if case let .pdu(cid, pdu) = fed, cid == L2CAP.smpCID { smpSent.append(pdu) }
+            if case let .pdu(cid, pdu) = fed, cid == L2CAP.attCID {
                 attSent.append(pdu)
                 if let answer = phone(pdu) { replies.append(contentsOf: Self.acl(L2CAP.frame(cid: cid, answer), handle: handle, size: aclLength)) }
             }
@@ -199,6 +206,16 @@ struct PhoneLinkRig {
         default:
             return [0x01, op, 0, 0, 0x06]
         }
+    }
+
+    /// An SMP PDU from the phone.
+    mutating func phoneSendsSMP(_ pdu: [UInt8]) {
+        for f in Self.acl(L2CAP.frame(cid: L2CAP.smpCID, pdu), handle: handle, size: aclLength) { feed(f) }
+    }
+
+    /// The controller's LE Long Term Key Request (the phone starts encryption).
+    mutating func longTermKeyRequest(random: [UInt8] = Array(repeating: 0, count: 8), ediv: UInt16 = 0) {
+        feed([0x04, 0x3E, 13, 0x05, UInt8(handle & 0xFF), UInt8(handle >> 8)] + random + [UInt8(ediv & 0xFF), UInt8(ediv >> 8)])
     }
 
     /// Something the phone sends on its own (a request to our server, a notification), in fragments.

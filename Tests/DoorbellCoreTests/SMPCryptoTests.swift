@@ -56,11 +56,14 @@ struct SMPCryptoTests {
     @Test func ahMatchesAppendixD7AndResolvesThePrivateAddress() {
         let irk = Self.h("ec0234a3 57c8ad05 341010a6 0a397d9b")
         #expect(SMPCrypto.ah(irk: irk, prand: Self.h("708194")) == Self.h("0dfbaa"))
-        // The address the phone would use: prand ‖ hash, MSB first (70:81:94:0D:FB:AA).
-        #expect(SMPCrypto.resolves(address: Self.h("708194 0dfbaa"), irk: irk))
-        #expect(!SMPCrypto.resolves(address: Self.h("708194 0dfbab"), irk: irk), "another hash")
-        #expect(!SMPCrypto.resolves(address: Self.h("308194 0dfbaa"), irk: irk), "top bits 00: not resolvable")
-        #expect(!SMPCrypto.resolves(address: Self.h("708194 0dfbaa"), irk: Array(irk.reversed())), "another IRK")
+        // The address the phone would use: prand ‖ hash, MSB first (70:81:94:0D:FB:AA); the bonds
+        // keep the IRK in air order.
+        let bonds = PhoneBonds([PhoneBond(address: Self.h("3c22fb 001122"), addressIsRandom: false, irk: Array(irk.reversed()),
+                                          ltk: Array(repeating: 0, count: 16), name: "", bondedAtMicros: 0)])
+        #expect(bonds.resolve(address: Self.h("708194 0dfbaa"), isRandom: true) != nil)
+        #expect(bonds.resolve(address: Self.h("708194 0dfbab"), isRandom: true) == nil, "another hash")
+        #expect(bonds.resolve(address: Self.h("308194 0dfbaa"), isRandom: true) == nil, "top bits 00: not resolvable")
+        #expect(bonds.resolve(address: Self.h("708194 0dfbaa"), isRandom: false) == nil, "the same bytes as a public address")
     }
 
     @Test func addressFieldsAndAirOrder() {

@@ -73,6 +73,11 @@ public struct PhoneBonds: Sendable, Equatable {
         return bonds.first { $0.irk.count == 16 && ah($0.irk, prand) == hash }
     }
 
+    /// `resolve` with SMP's `ah`; the bonds keep IRKs in air order, `ah` takes the spec's.
+    public func resolve(address: [UInt8], isRandom: Bool) -> PhoneBond? {
+        resolve(address: address, isRandom: isRandom) { irk, prand in SMPCrypto.ah(irk: irk.reversed(), prand: prand) }
+    }
+
     public var json: JSONValue {
         .object([("version", .number(1)), ("phones", .array(bonds.map { b in
             .object([("address", .string(b.id)), ("address_type", .string(b.addressIsRandom ? "random" : "public")),

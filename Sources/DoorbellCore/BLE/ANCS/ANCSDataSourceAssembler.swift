@@ -167,6 +167,9 @@ public struct ANCSDataSourceAssembler: Sendable {
         return abandon(.linkDropped(p.command, receivedBytes: p.receivedBytes), cut: p.receivedBytes > 0)
     }
 
+    /// The phone refused the command (a Control Point error): no response will come.
+    public mutating func cancel() { pending = nil }
+
     /// One Data Source GATT notification.
     public mutating func receive(_ fragment: some Collection<UInt8>, at now: Int64) -> ANCSDataSourceOutcome? {
         counters.fragments += 1

@@ -90,13 +90,6 @@ public enum SMPCrypto {
         return Array(e(key: irk, [UInt8](repeating: 0, count: 13) + prand)[13...])
     }
 
-    /// Whether `address` (6 octets, MSB first: prand ‖ hash) is a resolvable private address
-    /// made with this IRK — how a bonded phone is recognised under an address it just changed.
-    public static func resolves(address: [UInt8], irk: [UInt8]) -> Bool {
-        guard address.count == 6, irk.count == 16, address[0] >> 6 == 0b01 else { return false }
-        return ah(irk: irk, prand: Array(address[0..<3])) == Array(address[3..<6])
-    }
-
     /// The 56-bit address field of f5 and f6: 0 public / 1 random, then the address MSB first.
     public static func addressField(type: UInt8, address: [UInt8]) -> [UInt8] {
         precondition(address.count == 6, "an address is 6 octets")

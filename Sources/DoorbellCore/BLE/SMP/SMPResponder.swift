@@ -21,20 +21,12 @@
 public struct SMPBond: Equatable, Sendable {
     /// Most significant octet first; EDIV and Rand are 0 under Secure Connections.
     public var ltk: [UInt8]
-    /// The phone's Identity Resolving Key, when it distributed one.
+    /// The phone's Identity Resolving Key, when it distributed one (PhoneBonds recognises it by it).
     public var peerIRK: [UInt8]?
     /// The phone's identity address, or the address it paired under when it sent none.
     public var peerIdentity: BLEIdentityAddress
     /// Just Works: encrypted, not protected against a man in the middle at pairing time.
     public var authenticated: Bool
-
-    /// Whether a connection from `address` is this bonded phone: its identity address, or a
-    /// resolvable private address its IRK made (the phone changes it every ~15 minutes).
-    public func recognises(_ address: BLEIdentityAddress) -> Bool {
-        if address == peerIdentity { return true }
-        guard address.type == 1, let irk = peerIRK else { return false }
-        return SMPCrypto.resolves(address: address.address, irk: irk)
-    }
 
     public init(ltk: [UInt8], peerIRK: [UInt8]?, peerIdentity: BLEIdentityAddress, authenticated: Bool) {
         self.ltk = ltk

@@ -1,0 +1,348 @@
+// The owner's phone as the base station sees it, over the one LE link HCIHost keeps: pairing
+// (only while the owner's window is open), the bonds that let a phone come back under a new
+// private address, and the ANCS client that reads its notifications (PhoneSession+ANCS). A value:
+// HCIHost's link actions, the owner's commands and the time in; the host calls to make, bonds to
+// store or forget, events to record out. The shell (BLERadio) forwards and executes, nothing more.
+//
+// The clock is Unix microseconds (wall time): the tracker's events and the bonds carry dates.
+//
+// Durability: a new bond goes out as `.storeBond`; the session does not treat the phone as bonded
+// (answer its LTK requests, read its notifications) until the shell calls `bondStored`, which it
+// does only once the bond is on disk. `bondStoreFailed` drops the link: the phone believes in a
+// bond the base station could not keep, so it must forget it and pair again.
+
+public struct PhoneSession: Sendable {
+    public struct Settings: Sendable {
+        public var tracker: PhoneNotificationTracker.Settings
+        public var assembler = ANCSDataSourceAssembler.Settings()
+        /// Notification Source events waiting for their attributes; past it, the oldest go.
+        public var maxQueuedCommands = 32
+        /// Categories (`ANCSCategory` names) whose notifications are fetched; nil: every one (the
+        /// doorbell app's category is not known before its attributes are read).
+        public var fetchCategories: Set<String>? = nil
+        public var titleMax: UInt16 = 64
+        public var subtitleMax: UInt16 = 64
+        public var messageMax: UInt16 = 256
+        public init(tracker: PhoneNotificationTracker.Settings) { self.tracker = tracker }
+    }
+
+    public enum Output: Sendable, Equatable {
+        /// `host.send(smp:at:)`.
+        case sendSMP([UInt8])
+        /// `host.replyLongTermKey(_:at:)`: the key in HCI order (least significant octet first), nil refuses.
+        case replyLongTermKey([UInt8]?)
+        /// `host.subscribeCharacteristic(_:at:)`.
+        case subscribe(UInt16)
+        /// `host.writeCharacteristic(_:_:at:)` (the ANCS Control Point).
+        case write(handle: UInt16, [UInt8])
+        /// `host.disconnect(at:)`.
+        case disconnect
+        /// Write this bond durably (`BondStore.update { $0.add(bond) }`), then call `bondStored`
+        /// (or `bondStoreFailed` with the store's error).
+        case storeBond(PhoneBond)
+        /// Remove this phone's bond from the store (`BondStore.update { $0.forget(id) }`).
+        case forgetBond(id: String)
+        /// An event to record.
+        case event(type: String, data: JSONValue)
+    }
+
+    /// What `agentctl phones` and the status show.
+    public struct Status: Sendable, Equatable {
+        public var phonesConnected = 0
+        /// The connected phone's id when it is bonded.
+        public var connectedPhone: String?
+        public var encrypted = false
+        /// Notification Source subscribed: the phone's notifications are being read.
+        public var readingNotifications = false
+        public var bonded = 0
+        public var pairingOpenUntil: Int64?
+        public var lastError: String?
+        public var notificationsRead = 0
+        /// Notification Source events dropped because the queue was full.
+        public var fetchesDropped = 0
+        /// Attribute fetches that timed out, were refused or were cut by a link drop.
+        public var fetchesAbandoned = 0
+    }
+
+    /// One connection's state: everything here goes when the link does.
+    struct Link: Sendable {
+        var connection: LEConnection
+        var bond: PhoneBond?
+        var responder: SMPResponder?
+        /// The key SMP derived on this link (MSB first): the answer to the next LTK request.
+        var pairingKey: [UInt8]?
+        var encrypted = false
+        var securityRequested = false
+        var ancs: (notificationSource: UInt16, controlPoint: UInt16, dataSource: UInt16)?
+        var subscribing = false
+        var reading = false
+        var queue: [QueuedCommand] = []
+        var outstanding: Outstanding?
+    }
+
+    /// The Control Point command in flight: acknowledged by the Write Response, answered (for a
+    /// fetch) on the Data Source. The next goes only when both are in.
+    struct Outstanding: Sendable {
+        var command: ANCSCommand
+        var notification: ANCSNotification?
+        var acknowledged = false
+        var answered: Bool
+    }
+
+    public let settings: Settings
+    /// The base station's own address (the controller's public address): SMP's f5/f6 need it.
+    public var localAddress: BLEIdentityAddress?
+    public private(set) var bonds: PhoneBonds
+    public internal(set) var status = Status()
+    var tracker: PhoneNotificationTracker
+    var notificationSource = ANCSNotificationSource()
+    var assembler: ANCSDataSourceAssembler
+    var link: Link?
+    var pairingUntil: Int64?
+    /// A bond handed to the shell to store, with the connection handle it was made on.
+    var pendingBond: (bond: PhoneBond, handle: UInt16)?
+    /// Fresh pairing keys: an ephemeral P-256 key pair and a 16-octet nonce.
+    let pairingKeys: @Sendable () throws(SMPCryptoError) -> (P256KeyPair, [UInt8])
+
+    public init(settings: Settings, bonds: PhoneBonds, localAddress: BLEIdentityAddress?,
+                pairingKeys: @escaping @Sendable () throws(SMPCryptoError) -> (P256KeyPair, [UInt8]) = { (try P256KeyPair(), SecureRandom.bytes(16)) }) {
+        self.settings = settings
+        self.bonds = bonds
+        self.localAddress = localAddress
+        self.pairingKeys = pairingKeys
+        tracker = PhoneNotificationTracker(settings: settings.tracker)
+        assembler = ANCSDataSourceAssembler(settings: settings.assembler)
+        status.bonded = bonds.bonds.count
+    }
+
+    /// When `tick` has something to do.
+    public var nextDeadline: Int64? {
+        [pairingUntil, link?.responder?.deadline, assembler.deadline, tracker.nextDeadline].compactMap { $0 }.min()
+    }
+
+    // MARK: The owner
+
+    /// `agentctl pair`: a Pairing Request is accepted until `until`.
+    public mutating func openPairing(until: Int64, at now: Int64) -> [Output] {
+        pairingUntil = until > now ? until : nil
+        status.pairingOpenUntil = pairingUntil
+        // A phone already connected and waiting: ask it to pair now.
+        return requestSecurity(at: now)
+    }
+
+    /// `agentctl forget`: the bond goes from memory and the store; a connected phone is dropped.
+    public mutating func forget(_ idOrName: String, at now: Int64) -> [Output] {
+        guard let gone = bonds.forget(idOrName) else { return [] }
+        status.bonded = bonds.bonds.count
+        var out: [Output] = [.forgetBond(id: gone.id), .event(type: "phone.forgotten", data: .object([("phone", phoneJSON(gone))]))]
+        if link?.bond?.id == gone.id { out.append(.disconnect) }
+        return out
+    }
+
+    /// The shell wrote the bond of `.storeBond` durably: the phone is bonded from now on.
+    public mutating func bondStored(at now: Int64) -> [Output] {
+        guard let (bond, handle) = pendingBond else { return [] }
+        pendingBond = nil
+        bonds.add(bond)
+        status.bonded = bonds.bonds.count
+        var out: [Output] = [.event(type: "phone.paired", data: .object([("phone", phoneJSON(bond))]))]
+        if link?.connection.handle == handle {
+            link?.bond = bond
+            status.connectedPhone = bond.id
+            out += startANCS(at: now)
+        }
+        return out
+    }
+
+    /// The bond could not be written: forgotten here too, and the phone dropped (it must pair again).
+    public mutating func bondStoreFailed(_ reason: String, at now: Int64) -> [Output] {
+        guard let (_, handle) = pendingBond else { return [] }
+        pendingBond = nil
+        status.lastError = "pairing worked but the bond could not be saved (\(reason)); forget the base station in the phone's Bluetooth settings and pair again"
+        return link?.connection.handle == handle ? [.disconnect] : []
+    }
+
+    /// Time passed: the pairing window closes, SMP and ANCS fetches time out, receipts expire.
+    public mutating func tick(at now: Int64) -> [Output] {
+        if let until = pairingUntil, now >= until {
+            pairingUntil = nil
+            status.pairingOpenUntil = nil
+        }
+        var out: [Output] = []
+        if var r = link?.responder {
+            let step = r.tick(at: now)
+            link?.responder = r
+            out += pairingStep(step, at: now)
+        }
+        if let outcome = assembler.tick(at: now) { out += dataSourceOutcome(outcome, at: now) }
+        return out + forward(tracker.expire(at: now))
+    }
+
+    // MARK: The link
+
+    /// One of HCIHost's actions (the shell forwards every one; those not about the link are ignored).
+    public mutating func handle(_ action: HCIHost.Action, at now: Int64) -> [Output] {
+        switch action {
+        case let .connected(c):
+            return connected(c, at: now)
+        case let .disconnected(handle, _):
+            guard link?.connection.handle == handle else { return [] }
+            linkDropped()
+            return []
+        case let .smp(handle, bytes):
+            guard link?.connection.handle == handle else { return [] }
+            return smp(bytes, at: now)
+        case let .longTermKeyRequested(handle, random, ediv):
+            guard link?.connection.handle == handle else { return [] }
+            return longTermKeyRequested(random: random, ediv: ediv)
+        case let .encryptionChanged(handle, enabled, code):
+            guard link?.connection.handle == handle else { return [] }
+            return encryptionChanged(enabled: enabled, status: code, at: now)
+        case let .gatt(event):
+            guard link != nil else { return [] }
+            return gatt(event, at: now)
+        case .send, .received, .reports, .scanning, .stalled, .failed:
+            return []
+        }
+    }
+
+    mutating func connected(_ c: LEConnection, at now: Int64) -> [Output] {
+        if link != nil { linkDropped() }
+        // Types 2 and 3: the controller resolved the address to the identity (public or random).
+        let bond = bonds.resolve(address: c.peerAddress, isRandom: c.peerAddressType & 1 == 1)
+        link = Link(connection: c, bond: bond)
+        if let bond { bonds.seen(bond.id, at: now) }
+        status.phonesConnected = 1
+        status.connectedPhone = bond?.id
+        return []
+    }
+
+    /// Everything about the link goes; a response in progress is dropped whole, never half-delivered.
+    mutating func linkDropped() {
+        if let id = link?.bond?.id { tracker.phoneDisconnected(id) }
+        if assembler.linkDropped() != nil { status.fetchesAbandoned += 1 }
+        link = nil
+        status.phonesConnected = 0
+        status.connectedPhone = nil
+        status.encrypted = false
+        status.readingNotifications = false
+    }
+
+    func pairingOpen(at now: Int64) -> Bool { pairingUntil.map { now < $0 } ?? false }
+
+    mutating func smp(_ bytes: [UInt8], at now: Int64) -> [Output] {
+        guard let l = link else { return [] }
+        if var r = l.responder {
+            let step = r.received(bytes, at: now)
+            link?.responder = r
+            return pairingStep(step, at: now)
+        }
+        guard case .pairingRequest? = try? SMPPDU(parsing: bytes) else { return [] }
+        guard pairingOpen(at: now) else {
+            status.lastError = "a phone asked to pair while the pairing window was closed; run agentctl pair, then pair from the phone"
+            return [.sendSMP(SMPResponder.windowClosed.bytes)]
+        }
+        guard let local = localAddress else {
+            status.lastError = "pairing refused: the controller's own address is not known yet; wait for the radio to start and pair again"
+            return [.sendSMP(SMPPDU.pairingFailed(.unspecifiedReason).bytes)]
+        }
+        let keys: (P256KeyPair, [UInt8])
+        do { keys = try pairingKeys() } catch {
+            status.lastError = "pairing refused: \(error)"
+            return [.sendSMP(SMPPDU.pairingFailed(.unspecifiedReason).bytes)]
+        }
+        let peer = BLEIdentityAddress(type: l.connection.peerAddressType & 1, address: l.connection.peerAddress)
+        var r = SMPResponder(local: local, peer: peer, keyPair: keys.0, nonce: keys.1)
+        let step = r.received(bytes, at: now)
+        link?.responder = r
+        return pairingStep(step, at: now)
+    }
+
+    mutating func pairingStep(_ step: SMPResponder.Step, at now: Int64) -> [Output] {
+        var out = step.send.map { Output.sendSMP($0.bytes) }
+        switch step.outcome {
+        case nil:
+            break
+        case let .encryptionKey(key):
+            link?.pairingKey = key
+        case let .paired(b):
+            guard let irk = b.peerIRK, let handle = link?.connection.handle else {
+                status.lastError = "the phone paired without giving its identity key, so it could not be recognised again; pairing refused"
+                return out + [.disconnect]
+            }
+            // PhoneBond keeps keys in air order (least significant octet first), SMP in the spec's.
+            let bond = PhoneBond(address: b.peerIdentity.address, addressIsRandom: b.peerIdentity.type == 1,
+                                 irk: irk.reversed(), ltk: b.ltk.reversed(), name: "", bondedAtMicros: now, lastSeenMicros: now)
+            pendingBond = (bond, handle)
+            out.append(.storeBond(bond))
+        case let .failed(f):
+            status.lastError = f.description
+            out.append(.event(type: "phone.pairing_failed", data: .object([("reason", .string(f.description))])))
+        }
+        return out
+    }
+
+    mutating func longTermKeyRequested(random: [UInt8], ediv: UInt16) -> [Output] {
+        if let key = link?.pairingKey {
+            link?.pairingKey = nil
+            return [.replyLongTermKey(key.reversed())]
+        }
+        // Secure Connections keys have EDIV 0 and Rand 0; anything else is a legacy bond we never made.
+        if let bond = link?.bond, ediv == 0, random.allSatisfy({ $0 == 0 }) { return [.replyLongTermKey(bond.ltk)] }
+        status.lastError = "a phone that is not paired tried to encrypt; if it is yours, forget the base station in its Bluetooth settings and pair again (agentctl pair)"
+        return [.replyLongTermKey(nil)]
+    }
+
+    mutating func encryptionChanged(enabled: Bool, status code: UInt8, at now: Int64) -> [Output] {
+        link?.encrypted = enabled
+        status.encrypted = enabled
+        guard enabled else {
+            // 0x06 PIN or Key Missing: the phone no longer has the bond (or we gave it none).
+            status.lastError = "encryption with the phone failed (HCI status 0x\(String(code, radix: 16))); forget the base station on the phone and pair again"
+            return []
+        }
+        var out: [Output] = []
+        if var r = link?.responder {
+            let step = r.encrypted(at: now)
+            link?.responder = r
+            out += pairingStep(step, at: now)
+        }
+        return out + startANCS(at: now)
+    }
+
+    /// Asks the phone to encrypt (a bonded phone) or pair (while the window is open), once per link.
+    mutating func requestSecurity(at now: Int64) -> [Output] {
+        guard let l = link, !l.encrypted, !l.securityRequested, l.responder == nil else { return [] }
+        guard l.bond != nil || pairingOpen(at: now) else {
+            status.lastError = "a phone that is not paired connected; to pair it, run agentctl pair and connect again"
+            return []
+        }
+        link?.securityRequested = true
+        return [.sendSMP(SMPResponder.securityRequest.bytes)]
+    }
+
+    func phoneJSON(_ bond: PhoneBond) -> JSONValue {
+        .object([("id", .string(bond.id))] + (bond.name.isEmpty ? [] : [("name", .string(bond.name))]))
+    }
+}
+
+extension PhoneSession {
+    /// Control Point commands waiting (the bound `maxQueuedCommands` keeps).
+    public var queuedCommands: Int { link?.queue.count ?? 0 }
+}
+
+extension PhoneSession.Output {
+    /// Makes the host call this output stands for; nil for those the shell carries out itself
+    /// (`storeBond`, `forgetBond`, `event`). The actions returned go back through the shell's
+    /// dispatch like any other (link actions to `PhoneSession.handle`).
+    public func perform(on host: inout HCIHost, at now: Int64) -> [HCIHost.Action]? {
+        switch self {
+        case let .sendSMP(pdu): host.send(smp: pdu, at: now)
+        case let .replyLongTermKey(key): host.replyLongTermKey(key, at: now)
+        case let .subscribe(handle): host.subscribeCharacteristic(handle, at: now)
+        case let .write(handle, value): host.writeCharacteristic(handle, value, at: now)
+        case .disconnect: host.disconnect(at: now)
+        case .storeBond, .forgetBond, .event: nil
+        }
+    }
+}
