@@ -29,7 +29,7 @@ enum FuzzTarget: String, CaseIterable {
         return host
     }
 
-    case json, rtl433, config, control, pulses, ooktext, vcd, hci, ad, bthome, secret, eddystone, ancs, smp, acl
+    case json, rtl433, config, control, pulses, ooktext, vcd, hci, ad, bthome, secret, eddystone, ancs, smp, acl, phone
 
     func run(_ bytes: [UInt8]) {
         switch self {
@@ -219,6 +219,38 @@ enum FuzzTarget: String, CaseIterable {
                 if t % 8_000_000 == 0 { _ = responder.encrypted(at: t) }
             }
             _ = responder.tick(at: t + SMPResponder.timeoutMicros)
+        case .phone:
+            // A bonded phone's session, reading notifications, fed chunks of a kind/length byte
+            // (kind: bits 0–1, length: bits 2–7) and that many bytes: 0 a Notification Source
+            // notification, 1 a Data Source one, 2 the Control Point's Write Response and time
+            // passing, 3 a refusal (odd first byte) or the door answered. Never a trap, the queue
+            // within its bound, at most one Control Point write per input.
+            let bond = PhoneBond(address: [0x3C, 0x22, 0xFB, 0, 0x11, 0x22], addressIsRandom: false, irk: Array(1...16), ltk: Array(1...16), name: "", bondedAtMicros: 0)
+            var settings = PhoneSession.Settings(tracker: .init(doorbellAppID: "com.example.doorbell"))
+            settings.maxQueuedCommands = 8
+            var session = PhoneSession(settings: settings, bonds: PhoneBonds([bond]), localAddress: nil)
+            let (ns, cp, ds): (UInt16, UInt16, UInt16) = (0x32, 0x35, 0x38)
+            _ = session.handle(.connected(LEConnection(handle: 0x40, role: .peripheral, peerAddress: bond.address, peerAddressType: 0, intervalUnits: 24)), at: 0)
+            _ = session.handle(.encryptionChanged(handle: 0x40, enabled: true, status: 0), at: 0)
+            _ = session.handle(.gatt(.discoveredANCS(notificationSource: ns, controlPoint: cp, dataSource: ds)), at: 0)
+            _ = session.handle(.gatt(.written(handle: ns)), at: 0)
+            var i = 0
+            var t: Int64 = 0
+            while i < bytes.count {
+                let kind = bytes[i] & 0b11, n = Int(bytes[i] >> 2)
+                let chunk = Array(bytes[(i + 1)..<min(bytes.count, i + 1 + n)])
+                i += 1 + n
+                let out: [PhoneSession.Output] = switch kind {
+                case 0: session.handle(.gatt(.notification(handle: ns, chunk)), at: t)
+                case 1: session.handle(.gatt(.notification(handle: ds, chunk)), at: t)
+                case 2: session.handle(.gatt(.written(handle: cp)), at: t) + { t += Int64(n) * 100_000; return session.tick(at: t) }()
+                default: chunk.first.map { $0 & 1 == 1 } == true ? session.handle(.gatt(.writeFailed(handle: cp, error: 0xA2)), at: t) : session.answered(at: t)
+                }
+                precondition(session.queuedCommands <= settings.maxQueuedCommands, "phone session queue past its bound")
+                precondition(out.filter { if case .write = $0 { true } else { false } }.count <= 1, "two Control Point writes at once")
+            }
+            _ = session.handle(.disconnected(handle: 0x40, reason: 0x13), at: t)
+            precondition(session.queuedCommands == 0, "a dropped link left commands queued")
         case .config:
             _ = try? ConfigLoader.parse(bytes: bytes, file: "fuzz.toml")
         case .control:
