@@ -39,6 +39,9 @@ import Testing
         return UInt16(packet[1]) | UInt16(packet[2]) << 8
     }
 
+    /// Read BD_ADDR's answer: B8:27:EB:12:34:56, least significant octet first.
+    static let bdAddr: [UInt8] = [0x56, 0x34, 0x12, 0xEB, 0x27, 0xB8]
+
     static func sent(_ actions: [HCIHost.Action]) -> [UInt16] {
         actions.compactMap { if case let .send(p) = $0 { opcode(p) } else { nil } }
     }
@@ -53,7 +56,7 @@ import Testing
             all += actions
             guard let op = sent(actions).first else { break }
             opcodes.append(op)
-            let rest: [UInt8] = op == 0x1001 ? version : op == 0x1002 ? supported(extended: extended) : []
+            let rest: [UInt8] = op == 0x1001 ? version : op == 0x1002 ? supported(extended: extended) : op == 0x1009 ? bdAddr : []
             actions = host.received(complete(op, rest), at: now)
         }
         return (opcodes, all)

@@ -48,6 +48,7 @@ struct PhoneLinkRig {
             let rest: [UInt8] = switch op {
             case 0x1001: HCIHostTests.version
             case 0x1002: HCIHostTests.supported(extended: extended)
+            case 0x1009: HCIHostTests.bdAddr
             case 0x2060, 0x2002: [UInt8(aclLength & 0xFF), UInt8(aclLength >> 8), UInt8(buffers), 0, 0, 0]
             default: []
             }

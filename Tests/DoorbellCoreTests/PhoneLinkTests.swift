@@ -12,7 +12,9 @@ import Testing
         var host = HCIHost(settings: PhoneLinkRig.settings(), transportName: "hci0")
         let legacy = HCIHostTests.bringUp(&host, extended: false)
         // An LE buffer size of 0 means shared buffers: Read Buffer Size follows.
-        #expect(legacy.opcodes == [0x0C03, 0x1001, 0x1002, 0x2060, 0x1005, 0x0C01, 0x2001, 0x2006, 0x2008, 0x200A, 0x200B, 0x200C])
+        // Read BD_ADDR: the base station's identity address for pairing.
+        #expect(legacy.opcodes == [0x0C03, 0x1001, 0x1002, 0x1009, 0x2060, 0x1005, 0x0C01, 0x2001, 0x2006, 0x2008, 0x200A, 0x200B, 0x200C])
+        #expect(host.info?.publicAddress == [0xB8, 0x27, 0xEB, 0x12, 0x34, 0x56])
         let data = legacy.actions.compactMap { if case let .send(p) = $0, HCIHostTests.opcode(p) == 0x2008 { p } else { nil } }.first
         // Flags (general discoverable), then the Service Solicitation AD: 17 bytes, type 0x15, ANCS little-endian.
         #expect(data.map { Array($0[4..<26]) } == [21, 0x02, 0x01, 0x06, 17, 0x15, 0xD0, 0x00, 0x2D, 0x12, 0x1E, 0x4B, 0x0F, 0xA4,

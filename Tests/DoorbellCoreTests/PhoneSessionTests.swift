@@ -20,8 +20,9 @@ struct PhoneSessionRig {
 
     init(bonds: PhoneBonds = PhoneBonds()) {
         store = bonds
-        session = PhoneSession(settings: PhoneSession.Settings(tracker: .init(doorbellAppID: Self.app)), bonds: bonds,
-                               localAddress: SMPResponderTests.baseStation)
+        session = PhoneSession(settings: PhoneSession.Settings(tracker: .init(doorbellAppID: Self.app)), bonds: bonds, localAddress: nil)
+        // The host's bring-up read the controller's address (B8:27:EB:12:34:56, as the test phone expects).
+        if let info = link.host.info { run(session.handle(.scanning(info, extended: false), at: 0)) }
     }
 
     var now: Int64 { link.now }

@@ -16,10 +16,14 @@ public struct BLEControllerInfo: Sendable, Equatable {
     public var hciVersion: Int
     public var manufacturer: Int
     public var extendedScan: Bool
-    public init(hciVersion: Int, manufacturer: Int, extendedScan: Bool) {
+    /// The controller's public address (Read BD_ADDR, most significant octet first), read when
+    /// the phone link is on: the base station's identity in pairing (SMP's f5 and f6).
+    public var publicAddress: [UInt8]?
+    public init(hciVersion: Int, manufacturer: Int, extendedScan: Bool, publicAddress: [UInt8]? = nil) {
         self.hciVersion = hciVersion
         self.manufacturer = manufacturer
         self.extendedScan = extendedScan
+        self.publicAddress = publicAddress
     }
 }
 
@@ -66,7 +70,7 @@ public struct HCIHost: Sendable {
         0x2002: "LE Read Buffer Size", 0x2060: "LE Read Buffer Size [v2]", 0x1005: "Read Buffer Size",
         0x2036: "LE Set Extended Advertising Parameters", 0x2037: "LE Set Extended Advertising Data",
         0x2039: "LE Set Extended Advertising Enable", 0x0406: "Disconnect",
-        0x201A: "LE Long Term Key Request Reply", 0x201B: "LE Long Term Key Request Negative Reply",
+        0x201A: "LE Long Term Key Request Reply", 0x201B: "LE Long Term Key Request Negative Reply", 0x1009: "Read BD_ADDR",
     ]
 
     /// Commands about one connection, or advertising again after it: a refusal after bring-up means
@@ -183,6 +187,7 @@ public struct HCIHost: Sendable {
         case 0x1001: version = ret
         case 0x1002: script += rest(supported: ret)
         case 0x2002, 0x2060, 0x1005: bufferSize(opcode, ret)
+        case 0x1009: if ret.count >= 7 { info?.publicAddress = ret[1...6].reversed() }
         default: break
         }
         if script.isEmpty && !isScanning, let info { isScanning = true; lastReport = now; scanningAction = .scanning(info, extended: usesExtendedScan(info)) }
@@ -203,7 +208,7 @@ public struct HCIHost: Sendable {
             // LE: connection complete (legacy and enhanced), advertising reports, LTK request,
             // advertising set terminated.
             let v2 = supported.count > 42 && supported[1 + 41] & 0x20 != 0
-            out = [(v2 ? 0x2060 : 0x2002, []), (0x0C01, [0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x9F, 0x00, 0x20]),
+            out = [(0x1009, []), (v2 ? 0x2060 : 0x2002, []), (0x0C01, [0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x9F, 0x00, 0x20]),
                    (0x2001, [0x13, 0x12, 0x02, 0, 0, 0, 0, 0])]
         } else {
             // Default events plus LE Meta (bit 61); LE subevents: advertising reports, legacy and extended.

@@ -91,6 +91,7 @@ public struct PhoneSession: Sendable {
 
     public let settings: Settings
     /// The base station's own address (the controller's public address): SMP's f5/f6 need it.
+    /// Set from HCIHost's `.scanning` (Read BD_ADDR) when it is not given.
     public var localAddress: BLEIdentityAddress?
     public private(set) var bonds: PhoneBonds
     public internal(set) var status = Status()
@@ -201,7 +202,10 @@ public struct PhoneSession: Sendable {
         case let .gatt(event):
             guard link != nil else { return [] }
             return gatt(event, at: now)
-        case .send, .received, .reports, .scanning, .stalled, .failed:
+        case let .scanning(info, _):
+            if let a = info.publicAddress { localAddress = BLEIdentityAddress(type: 0, address: a) }
+            return []
+        case .send, .received, .reports, .stalled, .failed:
             return []
         }
     }
