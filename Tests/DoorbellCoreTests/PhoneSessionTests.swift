@@ -258,6 +258,29 @@ struct PhoneSessionRig {
         #expect(s.link.attSent.count == writes)
     }
 
+    @Test func forgettingAPhoneDropsItsLinkAndItsBondAndItIsAStrangerAfter() throws {
+        var (s, _) = try Self.paired()
+        s.run(s.session.forget(Rig.phoneID, at: s.now))
+        #expect(s.outputs.suffix(3).map { if case .event = $0 { "event" } else { "\($0)" } } == ["forgetBond(id: \"\(Rig.phoneID)\")", "event", "disconnect"])
+        #expect(s.lastCommand == [0x01, 0x06, 0x04, 3, 0x40, 0x00, 0x13])
+        #expect(s.store.bonds.isEmpty && s.session.status.bonded == 0)
+        s.disconnect()
+        s.connect(SMPResponderTests.phoneRPA)
+        s.longTermKeyRequest()
+        #expect(s.lastCommand == [0x01, 0x1B, 0x20, 2, 0x40, 0x00])
+    }
+
+    @Test func pairingThatStallsIsAbandonedAfterSMPsTimeout() throws {
+        var s = Rig()
+        s.run(s.session.openPairing(until: 120_000_000, at: 0))
+        s.connect(SMPResponderTests.phoneRPA)
+        s.smp(.pairingRequest(try SMPResponderTests.Phone().request))
+        #expect(s.session.nextDeadline == SMPResponder.timeoutMicros)
+        s.advance(to: SMPResponder.timeoutMicros)
+        #expect(s.events.map(\.type) == ["phone.pairing_failed"])
+        #expect(s.session.status.lastError?.contains("30 s") == true && s.storedBonds.isEmpty)
+    }
+
     /// Any interleaving of Notification Source events, Data Source bytes, Write Responses, refusals,
     /// answers and time: a Control Point command is written only when the one before completed
     /// (acknowledged and answered), was refused, or timed out; the queue stays within its bound.
