@@ -13,6 +13,14 @@ public enum EventType: String, Sendable, CaseIterable {
     case beaconExited = "beacon.exited"
     /// The outbox hit its bounds and dropped events (data lists them): explains sequence gaps.
     case gatewayEvicted = "gateway.evicted"
+    /// From the owner's iPhones over ANCS (`[radio.ble] ancs`): delivery receipts of the pushes,
+    /// notifications chosen as local triggers, and the bonds' changes.
+    case pushDisplayed = "push.displayed"
+    case pushNotDisplayed = "push.not_displayed"
+    case phoneNotification = "phone.notification"
+    case phonePaired = "phone.paired"
+    case phonePairingFailed = "phone.pairing_failed"
+    case phoneForgotten = "phone.forgotten"
 }
 
 public struct DeviceRef: Sendable, Equatable {

@@ -313,6 +313,13 @@ public struct BLERadioSettings: Sendable, Equatable {
     public var beacon: OwnBeacon?
     /// The phone link (ANCS): advertise connectably soliciting ANCS and serve the phone's connection.
     public var ancsLink = false
+    /// The doorbell app's bundle id: its notifications on the phone are the pushes' receipts.
+    public var ancsDoorbellApp = ""
+    public var ancsReceiptWindowSeconds = 120
+    /// ANCS category names and app bundle ids whose notifications become `phone.notification`.
+    public var ancsNotify = ["incoming_call"]
+    /// Titles and messages of those notifications go into the events (off: never leave the box).
+    public var ancsShareText = false
     public init(transport: HCITransportKind) { self.transport = transport }
 }
 

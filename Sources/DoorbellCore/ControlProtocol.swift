@@ -14,6 +14,14 @@ public enum ControlRequest: Sendable, Equatable {
     case scan
     /// Raw radio packets as they arrive, until the client hangs up.
     case capture
+    /// Open the phone pairing window for this many seconds (0 closes it).
+    case pair(seconds: Int)
+    /// The bonded phones, and which is connected.
+    case phones
+    /// Remove a phone's bond (by its address or name).
+    case forget(phone: String)
+    /// The door was answered: dismiss the ringing doorbell notification on the connected phones.
+    case answer
 
     public enum QueueAction: Sendable, Equatable {
         /// Waiting events (or dead letters), oldest first, at most `limit` (0: counts only).
@@ -23,8 +31,9 @@ public enum ControlRequest: Sendable, Equatable {
         case purgeDead
     }
 
-    public static let commands = ["status", "pubkey", "version", "events", "inject", "queue", "scan", "capture"]
+    public static let commands = ["status", "pubkey", "version", "events", "inject", "queue", "scan", "capture", "pair", "phones", "forget", "answer"]
     public static let maxListLimit = 10_000
+    public static let maxPairingSeconds = 600
 
     public var command: String {
         switch self {
@@ -36,6 +45,10 @@ public enum ControlRequest: Sendable, Equatable {
         case .queue: "queue"
         case .scan: "scan"
         case .capture: "capture"
+        case .pair: "pair"
+        case .phones: "phones"
+        case .forget: "forget"
+        case .answer: "answer"
         }
     }
 
@@ -48,6 +61,8 @@ public enum ControlRequest: Sendable, Equatable {
             members += [("action", .string("list")), ("dead", .bool(dead)), ("limit", .number(Double(limit)))]
         case .queue(.retry): members.append(("action", .string("retry")))
         case .queue(.purgeDead): members.append(("action", .string("purge-dead")))
+        case let .pair(seconds): members.append(("seconds", .number(Double(seconds))))
+        case let .forget(phone): members.append(("phone", .string(phone)))
         default: break
         }
         return .object(members)
@@ -61,6 +76,19 @@ public enum ControlRequest: Sendable, Equatable {
         case "version": self = .version
         case "scan": self = .scan
         case "capture": self = .capture
+        case "phones": self = .phones
+        case "answer": self = .answer
+        case "pair":
+            let seconds = json["seconds"]?.intValue ?? 120
+            guard (0...Int64(Self.maxPairingSeconds)).contains(seconds) else {
+                throw ControlRequestError("pair \"seconds\" must be 0–\(Self.maxPairingSeconds) (0 closes the window), not \(seconds)")
+            }
+            self = .pair(seconds: Int(seconds))
+        case "forget":
+            guard let phone = json["phone"]?.stringValue, !phone.isEmpty else {
+                throw ControlRequestError("forget needs \"phone\": a bonded phone's address or name (agentctl phones lists them)")
+            }
+            self = .forget(phone: phone)
         case "events": self = .events(follow: json["follow"]?.boolValue == true)
         case "inject":
             guard let device = json["device"]?.stringValue, !device.isEmpty else {

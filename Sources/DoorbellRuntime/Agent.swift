@@ -49,6 +49,8 @@ public final class Agent: @unchecked Sendable {
     let reloadStatus = Locked<JSONValue>(.null)
     /// Set when the agent runs on the last good copy of its config (the file was invalid).
     public let configProblem = Locked<String?>(nil)
+    /// The phone link could not start (its bonds file unreadable) or set a damaged one aside.
+    let phoneProblem = Locked<String?>(nil)
     var metrics: MetricsWriter?
     var control: ControlServer?
     var rng = Locked(SystemRandomNumberGenerator())

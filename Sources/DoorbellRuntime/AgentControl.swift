@@ -26,6 +26,13 @@ extension Agent {
                 guard write(.object([("ok", .bool(true)), ("capturing", .bool(true))])) else { return }
                 raw.follow(includeRecent: false, write)
             }
+        case let .pair(seconds): return .single(pair(seconds: seconds))
+        case .phones: return .single(phonesJSON())
+        case let .forget(phone): return .single(forget(phone: phone))
+        case .answer:
+            guard let phones = bleRadio?.phones else { return .single(Self.noPhoneLink) }
+            phones.send(.answered)
+            return .single(.object([("ok", .bool(true)), ("dismissing", .number(Double(phones.status.snapshot.phonesConnected)))]))
         case let .events(follow):
             if follow {
                 let feed = self.feed
@@ -35,6 +42,47 @@ extension Agent {
                 }
             }
             return .single(.object([("ok", .bool(true)), ("events", .array(feed.recent))]))
+        }
+    }
+
+    static let noPhoneLink: JSONValue = .object([("ok", .bool(false)), ("error", .string(
+        "the phone link is off: set ancs = true (and ancs_app) in [radio.ble], then reload (systemctl reload doorbell-agent)"))])
+
+    /// `agentctl pair`: phones may pair for `seconds` (Just Works: whoever connects in the window).
+    func pair(seconds: Int) -> JSONValue {
+        guard let phones = bleRadio?.phones else { return Self.noPhoneLink }
+        let until = Clocks.wallMicros() + Int64(seconds) * 1_000_000
+        phones.send(.pair(untilWallMicros: seconds == 0 ? 0 : until))
+        log.notice("phone.pairing", [("seconds", String(seconds))])
+        return .object([("ok", .bool(true)), ("pairing_until", seconds == 0 ? .null : .string(RFC3339.format(micros: until)))])
+    }
+
+    func phonesJSON() -> JSONValue {
+        guard let phones = bleRadio?.phones else { return Self.noPhoneLink }
+        let s = phones.status.snapshot
+        let list = phones.bonds.snapshot.map { b -> JSONValue in
+            .object([("id", .string(b.id)), ("name", .string(b.name)), ("bonded_at", .string(RFC3339.format(micros: b.bondedAtMicros))),
+                     ("last_seen", b.lastSeenMicros.map { .string(RFC3339.format(micros: $0)) } ?? .null),
+                     ("connected", .bool(s.connectedPhone == b.id)),
+                     ("reading_notifications", .bool(s.connectedPhone == b.id && s.readingNotifications))])
+        }
+        return .object([("ok", .bool(true)), ("phones", .array(list)),
+                        ("pairing_until", s.pairingOpenUntil.map { .string(RFC3339.format(micros: $0)) } ?? .null),
+                        ("connected", .number(Double(s.phonesConnected))), ("notifications_read", .number(Double(s.notificationsRead))),
+                        ("last_error", s.lastError.map(JSONValue.string) ?? .null)])
+    }
+
+    func forget(phone: String) -> JSONValue {
+        guard let phones = bleRadio?.phones else { return Self.noPhoneLink }
+        do {
+            guard let gone = try phones.forget(phone) else {
+                let ids = phones.bonds.snapshot.map(\.id)
+                return .object([("ok", .bool(false)), ("error", .string("no bonded phone \"\(phone)\"; bonded: \(ids.isEmpty ? "none" : ids.joined(separator: ", "))"))])
+            }
+            log.notice("phone.forgotten", [("phone", gone.id)])
+            return .object([("ok", .bool(true)), ("forgotten", .string(gone.id))])
+        } catch {
+            return .object([("ok", .bool(false)), ("error", .string(error.description))])
         }
     }
 

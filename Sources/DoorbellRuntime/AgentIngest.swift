@@ -69,6 +69,8 @@ extension Agent {
                 for i in events.indices { events[i].monotonicMicros = time.monoMicros }
             case .tick: events = p.tick(at: time, radioHealthy: healthy)
             case let .health(ok): if ok { p.radioRecovered(at: time) }
+            case let .phoneEvent(type, data):
+                if let event = Self.phoneEvent(type: type, data: data, at: time) { events = [event] }
             }
             memory = p.takeButtonMemoryChanges()
             return (events, p.lastProblem != before ? p.lastProblem : nil)
@@ -82,6 +84,17 @@ extension Agent {
         } else {
             acceptAll(events)
         }
+    }
+
+    /// A phone link event as an agent event: the phone is its device (`push.*` events carry the
+    /// press they are about in their data).
+    static func phoneEvent(type: String, data: JSONValue, at time: ReceiveTime) -> AgentEvent? {
+        guard let eventType = EventType(rawValue: type) else { return nil }
+        let id = data["phone"]?["id"]?.stringValue ?? "phone"
+        var event = AgentEvent(type: eventType, device: DeviceRef(id: id, name: data["phone"]?["name"]?.stringValue ?? id, radio: "ble"),
+                               occurredAtMicros: time.wallMicros, clockSynced: time.clockSynced, data: data)
+        event.monotonicMicros = time.monoMicros
+        return event
     }
 
     /// The last packet id and counter per BTHome button, so a re-broadcast or a replay after a
@@ -161,7 +174,14 @@ extension Agent {
             return []
         }
         switch store(events) {
-        case let .stored(entries): return entries
+        case let .stored(entries):
+            // The phones get to tell whether each press's push appeared (receipts).
+            if let phones = bleRadio?.phones {
+                for (event, entry) in zip(events, entries) where event.type.rawValue.hasPrefix("doorbell.") && !event.test {
+                    phones.send(.pressForwarded(eventID: entry.id, doorbellName: event.device.name))
+                }
+            }
+            return entries
         case .full:
             counters.withLock { $0.storageFull = true }
             spillInMemory(events)

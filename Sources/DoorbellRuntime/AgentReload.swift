@@ -7,7 +7,21 @@ import Glibc
 extension Agent {
     func makeBLERadio(_ config: AgentConfig) -> BLERadio? {
         guard let settings = config.ble else { return nil }
-        let radio = BLERadio(settings: settings, log: log) { [unowned self] input in ingest(ble: input) }
+        var phones: PhoneLink?
+        if settings.ancsLink {
+            do {
+                let store = try BondStore(stateDir: config.paths.stateDir, now: Clocks.wallMicros())
+                phoneProblem.withLock { $0 = store.problem }
+                if let problem = store.problem { log.error("phone.bonds_damaged", [("problem", problem)]) }
+                phones = PhoneLink(bondStore: store, settings: settings, log: log) { [unowned self] type, data in
+                    ingest(ble: .phoneEvent(type: type, data: data))
+                }
+            } catch {
+                phoneProblem.withLock { $0 = "phones: \(error.description); the phone link is off until it is fixed" }
+                log.error("phone.bonds_unreadable", [("error", error.description)])
+            }
+        }
+        let radio = BLERadio(settings: settings, log: log, phones: phones) { [unowned self] input in ingest(ble: input) }
         let raw = rawFeed
         radio.tap.withLock {
             $0 = { packet, received in

@@ -127,6 +127,19 @@ extension Agent {
             x.lastError = a.lastError
             return x
         }
+        if let phones = bleRadio?.phones {
+            let ps = phones.status.snapshot
+            var x = AgentStatusReport.Phones()
+            x.bonded = Int64(phones.bonds.snapshot.count)
+            x.connected = Int64(ps.phonesConnected)
+            x.connectedPhone = ps.connectedPhone
+            x.readingNotifications = ps.readingNotifications
+            x.pairingOpenUntilWallMicros = ps.pairingOpenUntil.flatMap { $0 > Clocks.wallMicros() ? $0 : nil }
+            x.notificationsRead = Int64(ps.notificationsRead)
+            x.lastError = ps.lastError
+            report.phones = x
+        }
+        report.phoneProblem = phoneProblem.snapshot
         report.configProblem = configProblem.snapshot
         report.threadStartFailures = Int64(threadStartFailures.snapshot)
         report.lastThreadStartError = lastThreadStartError.snapshot

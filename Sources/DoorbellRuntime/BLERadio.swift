@@ -8,8 +8,8 @@ import Glibc
 // command credits and timeouts and the stall reset; the RadioSupervisor decides the backoff. A
 // stalled controller shows `degraded` until reports flow again.
 // With `[radio.ble] ancs` the host also serves the owner's phone (connectable ANCS solicitation,
-// one connection, GATT discovery of ANCS). Until the pairing machine joins, the shell refuses
-// pairing ("Pairing Not Supported") and every LTK request, and only logs what GATT found.
+// one connection, GATT discovery of ANCS): its link actions go to `PhoneLink` (pairing, bonds,
+// reading the phone's notifications), whose answers are written to the controller here.
 
 public enum BLERadioInput: Sendable {
     /// The advertising reports of one read from the controller (one or more HCI events):
@@ -21,6 +21,8 @@ public enum BLERadioInput: Sendable {
     case tick
     /// The scanner stalled (false) or delivers again (true).
     case health(Bool)
+    /// From the phone link: a receipt, a phone notification, a bond's change.
+    case phoneEvent(type: String, data: JSONValue)
 }
 
 public final class BLERadio: @unchecked Sendable {
@@ -40,9 +42,13 @@ public final class BLERadio: @unchecked Sendable {
     /// The presence tick: once a second while the radio runs (cheap; no I/O).
     static let tickMicros: Int64 = 1_000_000
 
-    public init(settings: BLERadioSettings, log: Logger, sink: @escaping @Sendable (BLERadioInput) -> Void) {
+    /// The owner's phones (`[radio.ble] ancs`); nil without.
+    public let phones: PhoneLink?
+
+    public init(settings: BLERadioSettings, log: Logger, phones: PhoneLink? = nil, sink: @escaping @Sendable (BLERadioInput) -> Void) {
         self.settings = settings
         self.log = log
+        self.phones = phones
         self.sink = sink
     }
 
@@ -86,6 +92,7 @@ public final class BLERadio: @unchecked Sendable {
     private func run(_ t: HCITransport) throws(HCIError) {
         var host = HCIHost(settings: settings, transportName: t.name)
         var up = false
+        defer { phones?.end() }
         func perform(_ actions: [HCIHost.Action]) throws(HCIError) {
             for action in actions {
                 switch action {
@@ -106,6 +113,7 @@ public final class BLERadio: @unchecked Sendable {
                     log.info("radio.started", [("radio", "ble"), ("transport", t.name), ("hci_version", String(info.hciVersion)),
                                                ("scan", extended ? "extended" : "legacy"),
                                                ("own_beacon", settings.beacon.map { "\($0.beacon.uuidString)/\($0.beacon.major)/\($0.beacon.minor)" } ?? "off")])
+                    if let phones { try perform(phones.handle(action, host: &host)) }
                 case .stalled:
                     degraded.withLock { $0 = true }
                     supervisor.resetInPlace("no advertising reports for \(settings.stallSeconds) s: resetting the controller", at: Clocks.monotonicMicros())
@@ -115,20 +123,22 @@ public final class BLERadio: @unchecked Sendable {
                 case let .connected(c):
                     log.info("ble.connected", [("peer", c.peerAddress.map { Hex.encode([$0], uppercase: true) }.joined(separator: ":")),
                                                ("handle", String(c.handle))])
+                    if let phones { try perform(phones.handle(action, host: &host)) }
                 case let .disconnected(handle, reason):
                     log.info("ble.disconnected", [("handle", String(handle)), ("reason", "0x" + String(reason, radix: 16))])
-                case .smp:
-                    // No pairing machine yet: Pairing Failed, "Pairing Not Supported", so the phone
-                    // does not wait out SMP's 30 s timeout.
-                    try perform(host.send(smp: [0x05, 0x05], at: Clocks.monotonicMicros()))
-                case .longTermKeyRequested:
-                    try perform(host.replyLongTermKey(nil, at: Clocks.monotonicMicros()))
-                case .encryptionChanged:
-                    break
-                case .gatt(.notification):
-                    break // the ANCS layer's
-                case let .gatt(event):
-                    log.info("ble.gatt", [("event", "\(event)")])
+                    if let phones { try perform(phones.handle(action, host: &host)) }
+                case .smp, .longTermKeyRequested, .encryptionChanged, .gatt:
+                    if case let .gatt(event) = action {
+                        if case .notification = event {} else { log.info("ble.gatt", [("event", "\(event)")]) }
+                    }
+                    if let phones {
+                        try perform(phones.handle(action, host: &host))
+                    } else if case .smp = action {
+                        // No phone link configured: Pairing Failed, "Pairing Not Supported".
+                        try perform(host.send(smp: [0x05, 0x05], at: Clocks.monotonicMicros()))
+                    } else if case .longTermKeyRequested = action {
+                        try perform(host.replyLongTermKey(nil, at: Clocks.monotonicMicros()))
+                    }
                 case let .failed(failure):
                     let code: HCIError.Code = switch failure.code {
                     case .noCredit, .timeout: .timeout
@@ -140,6 +150,7 @@ public final class BLERadio: @unchecked Sendable {
             }
         }
         try perform(host.start(at: Clocks.monotonicMicros()))
+        if let phones { try perform(phones.begin(host: &host)) }
         var nextTick = Clocks.monotonicMicros() + Self.tickMicros
         while !isStopping {
             var now = Clocks.monotonicMicros()
@@ -147,9 +158,11 @@ public final class BLERadio: @unchecked Sendable {
                 if up { sink(.tick) }
                 nextTick = now + Self.tickMicros
             }
-            let until = min(nextTick, host.nextDeadline ?? nextTick)
-            var fds = [pollfd(fd: t.fd, events: Int16(POLLIN), revents: 0), pollfd(fd: stopSignal.fd, events: Int16(POLLIN), revents: 0)]
-            let n = poll(&fds, 2, Int32(clamping: max(0, until - now) / 1000 + 1))
+            var until = min(nextTick, host.nextDeadline ?? nextTick)
+            if let wait = phones?.untilDeadline { until = min(until, now + wait) }
+            var fds = [pollfd(fd: t.fd, events: Int16(POLLIN), revents: 0), pollfd(fd: stopSignal.fd, events: Int16(POLLIN), revents: 0),
+                       pollfd(fd: phones?.wake.fd ?? -1, events: Int16(POLLIN), revents: 0)]
+            let n = poll(&fds, 3, Int32(clamping: max(0, until - now) / 1000 + 1))
             if n < 0 && errno == EINTR { continue }
             if isStopping { break }
             now = Clocks.monotonicMicros()
@@ -157,6 +170,7 @@ public final class BLERadio: @unchecked Sendable {
                 try perform(host.received(try t.read(), at: now, tapping: tap.snapshot != nil))
             }
             try perform(host.tick(at: now))
+            if let phones { try perform(phones.service(host: &host)) }
         }
     }
 

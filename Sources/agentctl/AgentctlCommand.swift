@@ -10,7 +10,7 @@ struct AgentctlCommand: ParsableCommand {
         abstract: "Ask the running doorbell-agent how it is doing.",
         discussion: "Shell completions: agentctl --generate-completion-script bash|zsh|fish",
         version: AgentVersion.current,
-        subcommands: [Status.self, Events.self, Queue.self, Inject.self, Scan.self, Capture.self, Pubkey.self, Config.self, Version.self]
+        subcommands: [Status.self, Events.self, Queue.self, Inject.self, Scan.self, Capture.self, Pubkey.self, Pair.self, Phones.self, Forget.self, Answer.self, Config.self, Version.self]
     )
 }
 

@@ -59,6 +59,13 @@ import Testing
         var chime = AgentStatusReport.Action(name: "chime")
         chime.runs = 3
         r.actions = [chime]
+        var phones = AgentStatusReport.Phones()
+        phones.bonded = 2
+        phones.connected = 1
+        phones.connectedPhone = "C4:11:22:33:44:07"
+        phones.readingNotifications = true
+        phones.notificationsRead = 14
+        r.phones = phones
         return r
     }
 
@@ -100,6 +107,7 @@ import Testing
         #expect(problems { $0.mqtt?.connected = false } == [], "a broker not yet reached without an error is not a problem")
         #expect(problems { $0.actions[0].lastError = "exit 1" } == ["action chime: exit 1"])
         #expect(problems { $0.configProblem = "line 3: unknown key" } == ["config: line 3: unknown key"])
+        #expect(problems { $0.phoneProblem = "phones.json was damaged" } == ["phones: phones.json was damaged"])
         #expect(problems { $0.threadStartFailures = 1 }.first?.hasPrefix("threads: 1 could not be started") == true)
         #expect(problems { $0.clock.deliveryHeld = true; $0.clock.reason = "no NTP" }.first?.contains("(no NTP); delivery is held") == true)
     }

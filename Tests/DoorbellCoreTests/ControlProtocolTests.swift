@@ -6,7 +6,8 @@ import Testing
 @Suite struct ControlProtocolTests {
     static let all: [ControlRequest] = [.status, .pubkey, .version, .scan, .capture, .events(follow: false), .events(follow: true),
                                         .inject(device: "front-door"), .queue(.list(dead: true, limit: 0)),
-                                        .queue(.list(dead: false, limit: 10_000)), .queue(.retry), .queue(.purgeDead)]
+                                        .queue(.list(dead: false, limit: 10_000)), .queue(.retry), .queue(.purgeDead),
+                                        .pair(seconds: 0), .pair(seconds: 600), .phones, .forget(phone: "C4:11:22:33:44:07"), .answer]
 
     @Test(arguments: all) func everyRequestSurvivesItsEncoding(_ request: ControlRequest) throws {
         let line = JSONWriter.string(request.json)
@@ -28,6 +29,8 @@ import Testing
         (#"{"command":"queue","action":"drop"}"#, "unknown queue action \"drop\""),
         (#"{"command":"queue","limit":-1}"#, "must be 0–10000, not -1"),
         (#"{"command":"queue","limit":1e12}"#, "must be 0–10000"),
+        (#"{"command":"pair","seconds":601}"#, "pair \"seconds\" must be 0–600"),
+        (#"{"command":"forget"}"#, "forget needs \"phone\""),
     ]) func badRequestsAreRefusedWithWhatWouldWork(_ line: String, _ message: String) throws {
         let json = try JSONReader.parse(line)
         #expect(throws: ControlRequestError.self) { try ControlRequest(json: json) }

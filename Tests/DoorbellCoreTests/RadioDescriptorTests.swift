@@ -132,6 +132,9 @@ import Testing
         "ble.window_ms": { $0.ble.map { "\($0.windowMs)" } },
         "ble.extended_scan": { $0.ble.map { "\($0.extendedScan)" } },
         "ble.ancs": { $0.ble.map { "\($0.ancsLink)" } },
+        "ble.ancs_receipt_window_s": { $0.ble.map { "\($0.ancsReceiptWindowSeconds)" } },
+        "ble.ancs_notify": { $0.ble.map { $0.ancsNotify.joined(separator: ",") } },
+        "ble.ancs_share_text": { $0.ble.map { "\($0.ancsShareText)" } },
         "ble.stall_s": { $0.ble.map { "\($0.stallSeconds)" } },
         "ble.command_timeout_ms": { $0.ble.map { "\($0.commandTimeoutMs)" } },
     ]

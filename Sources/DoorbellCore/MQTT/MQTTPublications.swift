@@ -50,7 +50,8 @@ public enum MQTTPublications {
         case .doorbellLongPressed: "long_press"
         case .doorbellLongDoublePressed: "long_double_press"
         case .doorbellLongTriplePressed: "long_triple_press"
-        case .beaconEntered, .beaconExited, .gatewayEvicted: nil
+        case .beaconEntered, .beaconExited, .gatewayEvicted, .pushDisplayed, .pushNotDisplayed, .phoneNotification, .phonePaired,
+             .phonePairingFailed, .phoneForgotten: nil
         }
     }
 

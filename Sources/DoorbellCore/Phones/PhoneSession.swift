@@ -62,6 +62,7 @@ public struct PhoneSession: Sendable {
         public var fetchesDropped = 0
         /// Attribute fetches that timed out, were refused or were cut by a link drop.
         public var fetchesAbandoned = 0
+        public init() {}
     }
 
     /// One connection's state: everything here goes when the link does.

@@ -31,7 +31,14 @@ extension BLERadioSettings: Radio {
             RadioOption("extended_scan", .bool(default: true),
                         help: "LE extended scanning when the controller supports it (and no own beacon is advertised); otherwise legacy"),
             RadioOption("ancs", .bool(default: false),
-                        help: "the phone link (ANCS): advertise connectably with the ANCS Service Solicitation (beside the `[beacon]`: two extended advertising sets, or one legacy connectable set with the solicitation as scan response) and accept the owner's iPhone; the agent discovers its notification service as GATT client"),
+                        help: "the phone link (ANCS): advertise connectably with the ANCS Service Solicitation (beside the `[beacon]`: two extended advertising sets, or one legacy connectable set with the solicitation as scan response) and accept the owner's iPhone: `agentctl pair` opens a pairing window (LE Secure Connections, Just Works: the box has no display), the bonds (the phones' IRK and LTK) are kept in `state_dir/phones.json` (0600), a bonded phone reconnects by itself whatever private address it uses; the agent reads its notifications (ANCS) for the `ancs_*` keys below; `agentctl phones`, `forget`, `answer`"),
+            RadioOption("ancs_app", .string(default: nil), for: [],
+                        help: "with `ancs`: the doorbell app's bundle id; its notification of a press on a connected phone is reported as `push.displayed` (the cloud records it per push), and a connected phone that shows none within `ancs_receipt_window_s` as `push.not_displayed`; empty: no receipts"),
+            RadioOption("ancs_receipt_window_s", .int(10...3_600, default: 120), help: "with `ancs`: how long after a press a connected phone has to show it"),
+            RadioOption("ancs_notify", .strings(default: ["incoming_call"]),
+                        help: "with `ancs`: ANCS categories (`incoming_call`, `missed_call`, `voicemail`, `social`, `schedule`, `email`, `news`, `health_and_fitness`, `business_and_finance`, `location`, `entertainment`, `other`) and app bundle ids whose new notifications become `phone.notification` events, which `[[action]]`s with `on = [\"phone.notification\"]` can ring or flash"),
+            RadioOption("ancs_share_text", .bool(default: false),
+                        help: "with `ancs`: put the notification's title and message into `phone.notification` events; off, they never leave the base station"),
             RadioOption("stall_s", .int(0...86_400, default: 120),
                         help: "no advertising report for this long: the controller is reset and the radio shows `degraded` until reports flow again (0 = off)"),
             RadioOption("command_timeout_ms", .int(100...60_000, default: 2_000),
@@ -87,6 +94,15 @@ extension BLERadioSettings: Radio {
         if b.windowMs > b.intervalMs { s.report("window_ms", "must not exceed interval_ms (\(b.intervalMs))") }
         if let v = s.bool("extended_scan") { b.extendedScan = v }
         if let v = s.bool("ancs") { b.ancsLink = v }
+        if let v = s.string("ancs_app") { b.ancsDoorbellApp = v }
+        if let v = s.int("ancs_receipt_window_s") { b.ancsReceiptWindowSeconds = v }
+        if let v = s.strings("ancs_notify") {
+            for item in v where !item.contains(".") && !PhoneNotification.categoryNames.contains(item) {
+                s.report("ancs_notify", "\"\(item)\" is neither an ANCS category (\(PhoneNotification.categoryNames.joined(separator: ", "))) nor an app bundle id (like \"com.apple.mobilephone\")")
+            }
+            b.ancsNotify = v
+        }
+        if let v = s.bool("ancs_share_text") { b.ancsShareText = v }
         if let v = s.int("stall_s") { b.stallSeconds = v }
         if let v = s.int("command_timeout_ms") { b.commandTimeoutMs = v }
         return b

@@ -33,6 +33,12 @@ extension AgentStatusReport {
                          ("discovery_messages", num(q.discoveryMessages)), ("discovery_published", time(q.discoveryPublishedWallMicros)),
                          ("ignored", counts(q.ignored))])
             } ?? .null),
+            ("phones", phones.map { p in
+                .object([("bonded", num(p.bonded)), ("connected", num(p.connected)), ("connected_phone", text(p.connectedPhone)),
+                         ("reading_notifications", .bool(p.readingNotifications)), ("pairing_until", time(p.pairingOpenUntilWallMicros)),
+                         ("notifications_read", num(p.notificationsRead)), ("last_error", text(p.lastError))])
+            } ?? .null),
+            ("phone_problem", text(phoneProblem)),
             ("config_reload", configReload),
             ("config_problem", text(configProblem)),
             ("threads", .object([("start_failures", num(threadStartFailures)), ("last_error", text(lastThreadStartError))])),
@@ -90,6 +96,18 @@ extension AgentStatusReport {
             m.ignored = readCounts(q["ignored"])
             mqtt = m
         }
+        if let p = s["phones"], case .object = p {
+            var x = Phones()
+            x.bonded = p["bonded"]?.intValue ?? 0
+            x.connected = p["connected"]?.intValue ?? 0
+            x.connectedPhone = p["connected_phone"]?.stringValue
+            x.readingNotifications = p["reading_notifications"]?.boolValue ?? false
+            x.pairingOpenUntilWallMicros = micros(p["pairing_until"])
+            x.notificationsRead = p["notifications_read"]?.intValue ?? 0
+            x.lastError = p["last_error"]?.stringValue
+            phones = x
+        }
+        phoneProblem = s["phone_problem"]?.stringValue
         configReload = s["config_reload"] ?? .null
         configProblem = s["config_problem"]?.stringValue
         threadStartFailures = s["threads"]?["start_failures"]?.intValue ?? 0

@@ -21,6 +21,10 @@ public struct AgentStatusReport: Sendable, Equatable {
     /// The last reload's outcome as the reload reported it (`null` before the first).
     public var configReload: JSONValue = .null
     public var actions: [Action] = []
+    /// The owner's phones (`[radio.ble] ancs`); nil without the phone link.
+    public var phones: Phones?
+    /// The phone link could not start, or its bonds file was damaged and set aside.
+    public var phoneProblem: String?
     /// The running config differs from the file because the file was refused (start or reload).
     public var configProblem: String?
     public var threadStartFailures: Int64 = 0
@@ -179,6 +183,17 @@ public struct AgentStatusReport: Sendable, Equatable {
         public init(broker: String) { self.broker = broker }
     }
 
+    public struct Phones: Sendable, Equatable {
+        public var bonded: Int64 = 0
+        public var connected: Int64 = 0
+        public var connectedPhone: String?
+        public var readingNotifications = false
+        public var pairingOpenUntilWallMicros: Int64?
+        public var notificationsRead: Int64 = 0
+        public var lastError: String?
+        public init() {}
+    }
+
     public struct Action: Sendable, Equatable {
         public var name: String
         public var runs: Int64 = 0
@@ -219,6 +234,7 @@ public struct AgentStatusReport: Sendable, Equatable {
         }
         if let q = mqtt, !q.connected, let e = q.lastError { out.append("mqtt: \(e)") }
         for a in actions { if let e = a.lastError { out.append("action \(a.name): \(e)") } }
+        if let p = phoneProblem { out.append("phones: \(p)") }
         if let p = configProblem { out.append("config: \(p)") }
         if threadStartFailures > 0 {
             out.append("threads: \(threadStartFailures) could not be started (last: \(lastThreadStartError ?? "?")); the system is out of memory or at its task limit")

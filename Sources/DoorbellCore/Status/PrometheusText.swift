@@ -97,6 +97,11 @@ extension AgentStatusReport {
                       Double(i.value), labels: [("reason", i.key)])
             }
         }
+        if let p = phones {
+            m.add("doorbell_phones_bonded", "gauge", "Phones bonded to the base station.", Double(p.bonded))
+            m.add("doorbell_phones_connected", "gauge", "Bonded phones connected now.", Double(p.connected))
+            m.add("doorbell_phone_notifications_read_total", "counter", "Notifications read from the phones (ANCS).", Double(p.notificationsRead))
+        }
         if let rss = residentBytes { m.add("doorbell_resident_memory_bytes", "gauge", "Resident set size of the agent.", Double(rss)) }
         m.add("doorbell_clock_synchronized", "gauge", "1 when the wall clock is NTP-synchronized.", clock.synchronized ? 1 : 0)
         m.add("doorbell_problems", "gauge", "Problems `agentctl status` lists; 0 when healthy.", Double(problems.count))

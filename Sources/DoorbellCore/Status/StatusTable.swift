@@ -28,6 +28,12 @@ public enum StatusTable {
             }
             if let e = r.lastError { rows.append(("  last error", e)) }
         }
+        if let p = s.phones {
+            let link = p.connectedPhone.map { "\($0) connected\(p.readingNotifications ? ", reading notifications" : "")" } ?? "none connected"
+            let window = p.pairingOpenUntilWallMicros.map { ", pairing open until \(time($0))" } ?? ""
+            rows.append(("phones", "\(p.bonded) bonded, \(link), \(p.notificationsRead) notifications read\(window)"))
+            if let e = p.lastError { rows.append(("  last error", e)) }
+        }
         rows.append(("events", s.eventsByType.map { "\($0.key) \($0.value)" }.joined(separator: ", ")))
         rows.append(("presses", "\(s.pressesForwarded) forwarded, \(s.pressesSuppressed) within cooldown"))
         if let o = s.outbox.stats {
