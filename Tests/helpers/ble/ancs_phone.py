@@ -63,7 +63,9 @@ ERR_UNKNOWN_COMMAND, ERR_INVALID_COMMAND, ERR_INVALID_PARAMETER, ERR_ACTION_FAIL
 ATTR_NAMES = {0: "app_id", 1: "title", 2: "subtitle", 3: "message", 4: "message_size", 5: "date",
               6: "positive_action_label", 7: "negative_action_label"}
 ATTRS_WITH_MAX = {1, 2, 3}
-SECURITY_ERROR = 0x0F  # Insufficient Encryption; what Bumble's permission check raises
+# What an unencrypted access gets: iOS answers Insufficient Authentication (0x05); Bumble's own
+# permission check raises Insufficient Encryption (0x0F), which the phone turns into this.
+INSUFFICIENT_AUTHENTICATION, INSUFFICIENT_ENCRYPTION = 0x05, 0x0F
 
 
 def ancs_solicitation_ad() -> bytes:
@@ -114,7 +116,8 @@ class Notification:
 
 
 class GuardedCharacteristic(Characteristic):
-    """A characteristic that reports a refused read or write (link not encrypted) as a JSON line."""
+    """A characteristic whose refusals (link not encrypted) carry the phone's error code and are
+    reported as a JSON line."""
 
     phone: "Phone"
 
@@ -122,16 +125,13 @@ class GuardedCharacteristic(Characteristic):
         try:
             return await super().read_value(bearer)
         except ATT_Error as e:
-            self.phone.refused("read", self.label, e.error_code)
-            raise
+            raise self.phone.refusal("read", self.label, e) from None
 
     async def write_value(self, bearer, value):
         try:
             return await super().write_value(bearer, value)
         except ATT_Error as e:
-            if e.error_code in (0x05, 0x0F):
-                self.phone.refused("write", self.label, e.error_code)
-            raise
+            raise self.phone.refusal("write", self.label, e) from None
 
 
 class GuardedCCCD(Descriptor):
@@ -139,15 +139,14 @@ class GuardedCCCD(Descriptor):
         try:
             return await super().write_value(bearer, value)
         except ATT_Error as e:
-            self.phone.refused("subscribe", self.label, e.error_code)
-            raise
+            raise self.phone.refusal("subscribe", self.label, e) from None
 
 
 class Phone:
     def __init__(self, link, identity_address: str, truth=None, drop_after: float | None = None, *,
                  open_mode: bool = False, irk: bytes | None = None, notifications: list[dict] | None = None,
                  control_path: str | None = None, drop_mid_response: bool = False,
-                 encrypt_on_connect: bool = True) -> None:
+                 encrypt_on_connect: bool = True, security_error: int = INSUFFICIENT_AUTHENTICATION) -> None:
         self.link = link
         self.truth = truth
         self.drop_after = drop_after
@@ -157,6 +156,7 @@ class Phone:
         self.control_path = control_path
         self.drop_mid_response = drop_mid_response
         self.encrypt_on_connect = encrypt_on_connect
+        self.security_error = security_error
         self.connecting = False
         self.connection = None
         self.securing = False
@@ -228,8 +228,11 @@ class Phone:
         c.phone, c.label = self, name
         return c
 
-    def refused(self, what: str, characteristic: str, code: int) -> None:
-        self.emit("refused", what=what, characteristic=characteristic, att_error=f"0x{code:02X}")
+    def refusal(self, what: str, characteristic: str, error: ATT_Error) -> ATT_Error:
+        if error.error_code != INSUFFICIENT_ENCRYPTION:
+            return error  # a Control Point error (0xA0-0xA3): reported by _control_point
+        self.emit("refused", what=what, characteristic=characteristic, att_error=f"0x{self.security_error:02X}")
+        return ATT_Error(self.security_error, att_handle=error.att_handle)
 
     # ---- finding and connecting to the base station ----------------------------------------------
     def _advertisement(self, adv) -> None:

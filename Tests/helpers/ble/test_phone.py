@@ -199,7 +199,7 @@ class PhoneTests(AirTestCase):
                         lambda: self.base.ns.read_value()):
             with self.assertRaises(ProtocolError) as e:
                 await attempt()
-            self.assertIn(e.exception.error_code, (0x05, 0x0F))
+            self.assertEqual(e.exception.error_code, 0x05, "Insufficient Authentication, as iOS answers")
         self.assertEqual({r["what"] for r in self.phone.events("refused")}, {"subscribe", "write", "read"})
         self.assertEqual(self.phone.events("command"), [])
 
@@ -316,6 +316,16 @@ class PhoneTests(AirTestCase):
         await self.base.discover()
         await self.base.pair_or_encrypt()
         await until(lambda: len(self.phone.events("paired")) == 2, "a second pairing")
+
+
+class SecurityErrorTests(AirTestCase):
+    async def test_the_refusal_can_be_insufficient_encryption(self):
+        phone, base = await self.connect(security_error=0x0F)
+        await base.discover()
+        with self.assertRaises(ProtocolError) as e:
+            await base.ns.subscribe(lambda v: None)
+        self.assertEqual(e.exception.error_code, 0x0F)
+        self.assertEqual(phone.events("refused")[0]["att_error"], "0x0F")
 
 
 class ScriptTests(AirTestCase):
