@@ -272,7 +272,6 @@ class Phone:
             return
         connection.on("security_request", lambda auth_req: self.spawn(self._secure(connection, "security_request")))
         connection.on("pairing", lambda keys: self.emit("paired", peer=str(connection.peer_address).split("/")[0]))
-        connection.on("pairing_failure", lambda reason: self.emit("pairing_failed", reason=str(reason)))
         connection.on("connection_encryption_change", lambda: self._encryption_changed(connection))
         if self.encrypt_on_connect:
             self.spawn(self._secure(connection, "bonded_reconnect", only_if_bonded=True))

@@ -328,6 +328,23 @@ class SecurityErrorTests(AirTestCase):
         self.assertEqual(phone.events("refused")[0]["att_error"], "0x0F")
 
 
+class RefusedPairingTests(AirTestCase):
+    async def test_a_base_station_that_refuses_to_pair_leaves_the_link_unencrypted(self):
+        phone, base = await self.connect()
+
+        class ClosedWindow(PairingDelegate):
+            async def accept(self):
+                return False
+        base.device.pairing_config_factory = lambda c: PairingConfig(sc=True, mitm=False, bonding=True,
+                                                                     delegate=ClosedWindow())
+        base.device.request_pairing(base.connection)
+        await until(lambda: phone.events("pairing_failed"), "the phone to see the refusal")
+        await asyncio.sleep(0.05)
+        self.assertEqual(len(phone.events("pairing_failed")), 1)
+        self.assertFalse(base.connection.is_encrypted)
+        self.assertEqual(phone.events("paired") + phone.events("encrypted") + phone.events("disconnected"), [])
+
+
 class ScriptTests(AirTestCase):
     async def test_scripted_notifications_are_posted_at_their_time_after_the_subscription(self):
         phone, base = await self.connect(notifications=[
