@@ -499,6 +499,12 @@ class Phone:
             self.emit("control_error", line=line, error=str(e))
             return
         self.emit("control", op=op, **({"uid": cmd["uid"]} if "uid" in cmd else {}))
+        try:
+            self._run(op, cmd, line)
+        except (ValueError, KeyError, TypeError) as e:  # a bad field: the file goes on being followed
+            self.emit("control_error", line=line, error=repr(e))
+
+    def _run(self, op: str, cmd: dict, line: str) -> None:
         if op in ("post", "modify"):
             if op == "modify" and int(cmd.get("uid", -1)) in self.notifications:
                 old = self.notifications[int(cmd["uid"])]

@@ -403,12 +403,14 @@ class CommandLineTests(unittest.IsolatedAsyncioTestCase):
                     with open(control, "a") as f:
                         f.write(json.dumps({"op": "post", "uid": 9, "app_id": DOORBELL_APP, "subtitle": "t"}) + "\n")
                         f.write("not json\n")
-                    await until(lambda: len(base.ns_values) == 2, "the posted notification")
+                        f.write(json.dumps({"op": "post", "category": "no such category"}) + "\n")
+                        f.write(json.dumps({"op": "post", "uid": 10, "title": "after the errors"}) + "\n")
+                    await until(lambda: len(base.ns_values) == 3, "the posted notifications")
                     await base.command(get_attributes(9))
                     parsed = await until(lambda: parse_attributes(b"".join(base.ds_values), 5), "the response")
                     self.assertEqual(parsed[2][2], b"t")
                     await base.command(bytes([2]) + (9).to_bytes(4, "little") + bytes([1]))
-                    await until(lambda: len(base.ns_values) == 3, "the removal")
+                    await until(lambda: len(base.ns_values) == 4, "the removal")
             finally:
                 p.terminate()
                 out = p.communicate(timeout=10)[0]
@@ -418,6 +420,7 @@ class CommandLineTests(unittest.IsolatedAsyncioTestCase):
                       "posted", "control_error", "command", "responded", "performed", "removed"):
                 self.assertIn(e, events, out)
             self.assertEqual(events[0], "connected", out)
+            self.assertEqual(events.count("control_error"), 2, out)
             self.assertTrue(all("wall" in x for x in lines))
             with open(os.path.join(d, "truth.jsonl")) as f:
                 truth = [json.loads(x) for x in f]
