@@ -23,47 +23,13 @@ final class PhonePushTests: XCTestCase {
         // PKI (one CA for the cloud and the APNs server), the agent's state dir with its device key.
         let fixture = try CloudFixture(dir: dir)
 
-        // The APNs side: an ES256 key (the cloud signs with the .p8, the server checks with the
-        // public half) and a script: one of the owner's phones has uninstalled the app.
-        let ownerLive = randomToken(), ownerDead = randomToken(), guestPhone = randomToken()
-        // A .p8 is PKCS#8 PEM, which is what openssl genpkey writes.
-        let p8 = dir.file("AuthKey_\(Self.keyID).p8"), apnsPublic = dir.file("apns.pub.pem")
-        let keygen = try runCommand("/bin/sh", ["-c", "openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out '\(p8)' && openssl pkey -in '\(p8)' -pubout -out '\(apnsPublic)'"])
-        XCTAssertEqual(keygen.status, 0, keygen.stderr)
-        let script = try dir.write("apns-script.json", """
+        // The APNs side: one of the owner's phones has uninstalled the app.
+        let ownerLive = Self.randomToken(), ownerDead = Self.randomToken(), guestPhone = Self.randomToken()
+        let stack = try PushStack.start(dir, fixture: fixture, script: """
         {"tokens": {"\(ownerDead)": [{"status": 410, "reason": "Unregistered", "timestamp_ms": "now"}]}, "default": {"status": 200}}
         """)
-        let apnsLog = dir.file("apns.jsonl")
-        let apnsReady = dir.file("apns-ready.json")
-        let apns = try Child(Self.python, [
-            Paths.repoRoot + "/Tests/helpers/apns_test_server.py",
-            "--cert", dir.file("pki/server.pem"), "--key", dir.file("pki/server.key"),
-            "--port", "0", "--ready-file", apnsReady,
-            "--team-id", Self.teamID, "--key-id", Self.keyID, "--public-key", apnsPublic, "--topic", Self.topic,
-            "--script", script, "--log", apnsLog, "--max-seconds", "600",
-        ], dir: dir, name: "apns")
-        defer { apns.stop() }
-        eventually(30, "APNs test server ready") { FileManager.default.fileExists(atPath: apnsReady) || !apns.process.isRunning }
-        let apnsPort = Int((try? JSONReader.parse(String(contentsOfFile: apnsReady, encoding: .utf8)))?["port"]?.intValue ?? 0)
-        guard apnsPort > 0 else { return XCTFail("APNs test server did not start:\n\(apns.stderr)") }
-        let apnsURL = "https://127.0.0.1:\(apnsPort)"
-
-        // The cloud: fresh database, admin token, APNs at the test server, no fallback gateway keys.
-        let adminToken = "admin-" + UUID().uuidString
-        let adminTokenFile = try dir.write("admin.token", adminToken + "\n")
-        let cloudReady = dir.file("cloud-ready.json")
-        let cloud = try Child(Paths.cloudBinary, [
-            "serve", "--host", "127.0.0.1", "--port", "0", "--ready-file", cloudReady,
-            "--tls-cert", dir.file("pki/server.pem"), "--tls-key", dir.file("pki/server.key"),
-            "--db", dir.file("cloud.sqlite"), "--admin-token-file", adminTokenFile,
-            "--apns-key", p8, "--apns-key-id", Self.keyID, "--apns-team-id", Self.teamID, "--apns-topic", Self.topic,
-            "--apns-sandbox-url", apnsURL, "--apns-production-url", apnsURL, "--apns-ca", fixture.caFile,
-        ], dir: dir, name: "cloud")
-        defer { cloud.stop() }
-        eventually(60, "doorbell-cloud ready file") { FileManager.default.fileExists(atPath: cloudReady) || !cloud.process.isRunning }
-        let cloudPort = Int((try? JSONReader.parse(String(contentsOfFile: cloudReady, encoding: .utf8)))?["port"]?.intValue ?? 0)
-        guard cloudPort > 0 else { return XCTFail("doorbell-cloud did not start:\n\(cloud.stderr)") }
-        let api = AppAPIClient(base: "https://127.0.0.1:\(cloudPort)", caFile: fixture.caFile)
+        let apns = stack.apns, cloud = stack.cloud, api = stack.api, adminToken = stack.adminToken, apnsLog = stack.apnsLog, cloudPort = stack.cloudPort
+        defer { apns.stop(); cloud.stop() }
 
         // Accounts.
         let owner = try api.expect(201, "POST", "/accounts", token: adminToken, .object([("name", .string("Owner"))]))
@@ -178,7 +144,7 @@ final class PhonePushTests: XCTestCase {
     }
 
     /// A random 64-hex-digit APNs device token.
-    func randomToken() -> String {
+    static func randomToken() -> String {
         (0..<32).map { _ in
             let b = UInt8.random(in: 0...255)
             return (b < 16 ? "0" : "") + String(b, radix: 16)
@@ -263,3 +229,54 @@ struct AppAPIClient {
         return r.json ?? .null
     }
 }
+
+/// The APNs test server (with an ES256 key the cloud signs with) and a doorbell-cloud pushing to
+/// it over TLS, on a fresh SQLite database; what a test needs to drive both.
+struct PushStack {
+    let apns: Child
+    let cloud: Child
+    let api: AppAPIClient
+    let adminToken: String
+    let apnsLog: String
+    let cloudPort: Int
+
+    static func start(_ dir: TempDir, fixture: CloudFixture, script: String) throws -> PushStack {
+        // A .p8 is PKCS#8 PEM, which is what openssl genpkey writes.
+        let p8 = dir.file("AuthKey_\(PhonePushTests.keyID).p8"), apnsPublic = dir.file("apns.pub.pem")
+        let keygen = try runCommand("/bin/sh", ["-c", "openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out '\(p8)' && openssl pkey -in '\(p8)' -pubout -out '\(apnsPublic)'"])
+        XCTAssertEqual(keygen.status, 0, keygen.stderr)
+        let scriptFile = try dir.write("apns-script.json", script)
+        let apnsLog = dir.file("apns.jsonl")
+        let apnsReady = dir.file("apns-ready.json")
+        let apns = try Child(PhonePushTests.python, [
+            Paths.repoRoot + "/Tests/helpers/apns_test_server.py",
+            "--cert", dir.file("pki/server.pem"), "--key", dir.file("pki/server.key"),
+            "--port", "0", "--ready-file", apnsReady,
+            "--team-id", PhonePushTests.teamID, "--key-id", PhonePushTests.keyID, "--public-key", apnsPublic, "--topic", PhonePushTests.topic,
+            "--script", scriptFile, "--log", apnsLog, "--max-seconds", "600",
+        ], dir: dir, name: "apns")
+        eventually(30, "APNs test server ready") { FileManager.default.fileExists(atPath: apnsReady) || !apns.process.isRunning }
+        let apnsPort = Int((try? JSONReader.parse(String(contentsOfFile: apnsReady, encoding: .utf8)))?["port"]?.intValue ?? 0)
+        guard apnsPort > 0 else { apns.stop(); throw PushStackError(description: "APNs test server did not start:\n\(apns.stderr)") }
+        let apnsURL = "https://127.0.0.1:\(apnsPort)"
+
+        // The cloud: fresh database, admin token, APNs at the test server, no fallback gateway keys.
+        let adminToken = "admin-" + UUID().uuidString
+        let adminTokenFile = try dir.write("admin.token", adminToken + "\n")
+        let cloudReady = dir.file("cloud-ready.json")
+        let cloud = try Child(Paths.cloudBinary, [
+            "serve", "--host", "127.0.0.1", "--port", "0", "--ready-file", cloudReady,
+            "--tls-cert", dir.file("pki/server.pem"), "--tls-key", dir.file("pki/server.key"),
+            "--db", dir.file("cloud.sqlite"), "--admin-token-file", adminTokenFile,
+            "--apns-key", p8, "--apns-key-id", PhonePushTests.keyID, "--apns-team-id", PhonePushTests.teamID, "--apns-topic", PhonePushTests.topic,
+            "--apns-sandbox-url", apnsURL, "--apns-production-url", apnsURL, "--apns-ca", fixture.caFile,
+        ], dir: dir, name: "cloud")
+        eventually(60, "doorbell-cloud ready file") { FileManager.default.fileExists(atPath: cloudReady) || !cloud.process.isRunning }
+        let cloudPort = Int((try? JSONReader.parse(String(contentsOfFile: cloudReady, encoding: .utf8)))?["port"]?.intValue ?? 0)
+        guard cloudPort > 0 else { apns.stop(); cloud.stop(); throw PushStackError(description: "doorbell-cloud did not start:\n\(cloud.stderr)") }
+        return PushStack(apns: apns, cloud: cloud, api: AppAPIClient(base: "https://127.0.0.1:\(cloudPort)", caFile: fixture.caFile),
+                         adminToken: adminToken, apnsLog: apnsLog, cloudPort: cloudPort)
+    }
+}
+
+struct PushStackError: Error, CustomStringConvertible { let description: String }
