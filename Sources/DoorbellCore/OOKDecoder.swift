@@ -109,6 +109,12 @@ public struct OOKDecoder: Sendable {
     private var normal: Segmenter
     private var inverted: Segmenter?
     private var pendingLow: Int?
+    /// The plain pairing decoded a word in the current burst: then the inverted pairing's words
+    /// of that burst are the same signal read the other way, never a second code.
+    private var plainWordThisBurst = false
+    private var pendingLowWasSilence = false
+    /// A low this long ends a burst (longer than any sync: 31T at the largest T is 46 ms).
+    static let burstSilenceMicros = 100_000
 
     public init(settings: Settings = Settings()) {
         self.settings = settings
@@ -121,17 +127,24 @@ public struct OOKDecoder: Sendable {
     /// One (high, low) pair from the receiver. Returns a code once a word has repeated.
     public mutating func feed(_ pulse: Pulse) -> OOKCode? {
         counters.pulses += 1
+        // The inverted pairing closes a burst one pulse later than the plain one: after a
+        // silence, its pair (silence, next high) still belongs to the burst before.
+        let plainInBurstBefore = plainWordThisBurst
+        if pendingLowWasSilence { plainWordThisBurst = false }
         var found = normal.push(pulse, settings: settings, counters: &counters)
+        if normal.last != nil { plainWordThisBurst = true }
         if inverted != nil {
-            // Inverted protocols pair each low with the high after it.
-            // A word that fits both pairings (all zeros of protocol 1 read as all ones of
-            // protocol 6) belongs to the plain one: it had its burst first.
+            // Inverted protocols pair each low with the high after it. A burst that fits both
+            // pairings (all zeros of protocol 1 read as all ones of protocol 6, and their
+            // neighbours) belongs to the plain one: one press, one code, never both.
+            let plainInItsBurst = pendingLowWasSilence ? plainInBurstBefore : plainWordThisBurst
             if let low = pendingLow, let code = inverted?.push(Pulse(high: low, low: pulse.highMicros), settings: settings, counters: &counters),
-               normal.last == nil {
+               !plainInItsBurst {
                 found = found ?? code
             }
             pendingLow = pulse.lowMicros
         }
+        pendingLowWasSilence = pulse.lowMicros >= Self.burstSilenceMicros
         if found != nil { counters.codes += 1 }
         return found
     }
