@@ -56,14 +56,7 @@ extension Outbox {
     }
 
     func queryInt(_ sql: String) throws(OutboxError) -> Int64? {
-        let stmt = try prepare(sql)
-        defer { sqlite3_reset(stmt) }
-        let rc = sqlite3_step(stmt)
-        guard rc == SQLITE_ROW else {
-            if rc == SQLITE_DONE { return nil }
-            throw fail(rc, "cannot read the outbox")
-        }
-        return sqlite3_column_type(stmt, 0) == SQLITE_NULL ? nil : sqlite3_column_int64(stmt, 0)
+        try queryInts(sql)?.first ?? nil
     }
 
     /// One row of integer columns (NULL as nil); nil when there is no row.

@@ -66,6 +66,16 @@ import Testing
         #expect(t.notification(Self.doorbell("anna", uid: 1, reference: "#K3QF77"), at: 10) == [])
     }
 
+    @Test func withoutADoorbellAppThereAreNoReceipts() {
+        var t = PhoneNotificationTracker(settings: .init(doorbellAppID: ""))
+        t.phoneConnected("anna", name: "Anna's iPhone")
+        _ = t.pressForwarded(eventID: "e1", doorbellName: "Front door", at: 0)
+        var unknownApp = Self.doorbell("anna", uid: 1)
+        unknownApp.appID = ""
+        #expect(t.notification(unknownApp, at: 10) == [], "a notification whose app id was not read is not a receipt")
+        #expect(t.expire(at: 200_000_000) == [], "and no phone is reported as not showing a push")
+    }
+
     @Test func callsBecomeLocalEventsWithoutTheirTextUnlessAsked() {
         var t = Self.tracker()
         let call = PhoneNotification(phoneID: "anna", uid: 9, category: 1, appID: "com.apple.mobilephone", title: "Mum", message: "Incoming call")

@@ -52,7 +52,7 @@ public struct PhoneBonds: Sendable, Equatable {
 
     /// Forgets the phone with this id ("4C:3A:…", case-insensitive) or name; what was removed.
     public mutating func forget(_ idOrName: String) -> PhoneBond? {
-        guard let i = bonds.firstIndex(where: { $0.id.caseInsensitiveCompare(idOrName) || $0.name == idOrName }) else { return nil }
+        guard let i = bonds.firstIndex(where: { $0.id.lowercased() == idOrName.lowercased() || $0.name == idOrName }) else { return nil }
         return bonds.remove(at: i)
     }
 
@@ -111,8 +111,4 @@ public struct PhoneBonds: Sendable, Equatable {
         }
         self.init(bonds)
     }
-}
-
-private extension String {
-    func caseInsensitiveCompare(_ other: String) -> Bool { lowercased() == other.lowercased() }
 }

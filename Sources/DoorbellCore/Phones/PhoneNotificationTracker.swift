@@ -101,7 +101,8 @@ public struct PhoneNotificationTracker: Sendable {
 
     /// A press the agent forwarded (it will be pushed to the phones).
     public mutating func pressForwarded(eventID: String, doorbellName: String, at now: Int64) -> [Output] {
-        var out = expire(at: now)
+        let out = expire(at: now)
+        guard !settings.doorbellAppID.isEmpty else { return out } // no receipts without the app
         presses.append(Press(eventID: eventID, doorbellName: doorbellName, at: now, waiting: Set(connected.keys)))
         if presses.count > Self.maximumPresses { presses.removeFirst(presses.count - Self.maximumPresses) }
         return out
@@ -116,7 +117,9 @@ public struct PhoneNotificationTracker: Sendable {
         let name = connected[n.phoneID]
         var phone: [(String, JSONValue)] = [("id", .string(n.phoneID))]
         if let name { phone.append(("name", .string(name))) }
-        if n.appID == settings.doorbellAppID {
+        // No doorbell app configured (`ancs_app` empty): no receipts, even for a notification
+        // whose app id could not be read.
+        if !settings.doorbellAppID.isEmpty, n.appID == settings.doorbellAppID {
             if n.hasNegativeAction { ringing[n.phoneID] = n.uid }
             guard n.change == .added, let reference = Self.reference(in: n.subtitle) else { return out }
             // The newest press of the doorbell the title names that this phone has not shown yet

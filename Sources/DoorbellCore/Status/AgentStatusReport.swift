@@ -64,7 +64,7 @@ public struct AgentStatusReport: Sendable, Equatable {
         }
     }
 
-    /// One radio: its counters come in the order its `RadioCounterCatalog` entry lists them.
+    /// One radio: its counters come in the order its `RadioDescriptor` declares them.
     public struct Radio: Sendable, Equatable {
         public var name: String
         /// `RadioLifecycle` state, or "degraded" (BLE controller that scans badly).
