@@ -209,49 +209,8 @@ public enum ConfigLoader {
             t.finish()
         }
 
-        var actions: [ActionConfig] = []
-        for (index, t) in top.tableArray("action").enumerated() {
-            let name = t.string("name", required: false) ?? "action-\(index)"
-            var on: [EventType] = [.doorbellPressed]
-            if let types = t.stringArray("on") {
-                on = []
-                for type in types {
-                    if let e = EventType(rawValue: type) { on.append(e) } else {
-                        t.report("on", "unknown event type \"\(type)\"; use \(EventType.allCases.map(\.rawValue).joined(separator: ", "))")
-                    }
-                }
-            }
-            let devicesFilter = t.stringArray("devices") ?? []
-            for d in devicesFilter where !devices.contains(where: { $0.id == d }) {
-                t.report("devices", "no [[device]] with id \"\(d)\"")
-            }
-            var action = ActionConfig(name: name, on: on, devices: devicesFilter, exec: [])
-            if let g = t.table("gpio_pulse") {
-                if let line = readLine(g, what: "the chime relay or buzzer") {
-                    var pulse = GPIOPulseSettings(line: line)
-                    if let v = g.int("duration_ms", in: 10...60_000) { pulse.durationMs = v }
-                    action.gpioPulse = pulse
-                }
-                g.finish()
-            }
-            if let argv = t.stringArray("exec") {
-                if argv.isEmpty || argv[0].isEmpty {
-                    t.report("exec", "needs a program, e.g. exec = [\"/usr/bin/aplay\", \"/usr/share/sounds/ding.wav\"]")
-                } else if argv[0].hasPrefix("./") || argv[0].hasPrefix("../") {
-                    // Beside the config (board profiles ship their chime scripts that way).
-                    action.exec = [resolve(argv[0], baseDir: baseDir)] + argv.dropFirst()
-                } else if !argv[0].hasPrefix("/") {
-                    t.report("exec", "give the program's absolute path, or ./name beside this config (no PATH lookup, no shell): \"\(argv[0])\"")
-                } else {
-                    action.exec = argv
-                }
-            } else if action.gpioPulse == nil && !t.has("gpio_pulse") {
-                t.report("exec", "or gpio_pulse is required: the program to run, e.g. exec = [\"/usr/local/bin/chime\"], or gpio_pulse = { chip = \"pinctrl-bcm2711\", line = 17, duration_ms = 300 }")
-            }
-            if let v = t.int("timeout_ms", in: 100...600_000) { action.timeoutMs = v }
-            if let v = t.int("max_running", in: 1...32) { action.maxRunning = v }
-            t.finish()
-            if !action.exec.isEmpty || action.gpioPulse != nil { actions.append(action) }
+        let actions = top.tableArray("action").enumerated().compactMap { index, t in
+            readAction(t, index: index, devices: devices, phoneLink: config.ble?.ancsLink == true, baseDir: baseDir)
         }
 
         var clock = ClockSettings()

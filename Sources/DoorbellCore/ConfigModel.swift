@@ -255,6 +255,9 @@ public struct ActionConfig: Sendable, Equatable {
     public var exec: [String]
     /// Drive a chime relay or buzzer: the line goes active for `durationMs`, then back.
     public var gpioPulse: GPIOPulseSettings?
+    /// Answer the door: the ringing doorbell notification is dismissed on every connected phone
+    /// (the phone link's `agentctl answer`). Alone in its action: nothing to run or pulse.
+    public var answerPhones = false
     public var timeoutMs: Int = 10_000
     /// At most this many running at once; a press beyond it is skipped and counted.
     public var maxRunning: Int = 2
@@ -272,6 +275,12 @@ public struct ActionConfig: Sendable, Equatable {
     public func matches(_ event: AgentEvent) -> Bool {
         // A replayed or injected test press rings too: an installer checks the chime that way.
         on.contains(event.type) && (devices.isEmpty || devices.contains(event.device.id))
+    }
+
+    /// What it does, as status shows it: `answer_phones`, `exec`, `gpio_pulse` or both of those.
+    public var does: String {
+        if answerPhones { return "answer_phones" }
+        return [gpioPulse == nil ? nil : "gpio_pulse", exec.isEmpty ? nil : "exec"].compactMap { $0 }.joined(separator: " + ")
     }
 }
 

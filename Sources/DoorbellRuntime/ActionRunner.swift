@@ -4,10 +4,13 @@ import Glibc
 // Local actions (the chime): started the moment an event exists, before it is even stored, so
 // the bell rings with the internet down and a full disk. Each run is a child with a timeout on a
 // thread of its own; the pipeline never waits for one. A press arriving while `max_running`
-// runs are still busy is skipped and counted, so a storm of presses stays bounded.
+// runs are still busy is skipped and counted, so a storm of presses stays bounded. An
+// `answer_phones` action runs nothing: it hands "answered" to the phone link (as `agentctl
+// answer` does), whose thread dismisses the ringing notification and logs what it dismissed.
 
 public struct ActionStatus: Sendable, Equatable {
     public var name: String
+    public var does = ""
     public var runs = 0
     public var failures = 0
     public var timeouts = 0
@@ -20,15 +23,22 @@ public final class ActionRunner: @unchecked Sendable {
     let actions: [ActionConfig]
     let log: Logger
     public let status: Locked<[ActionStatus]>
+    /// Tells the phone link the door was answered; false when the link is off.
+    let answerPhones: @Sendable () -> Bool
 
-    public init(actions: [ActionConfig], log: Logger) {
+    public init(actions: [ActionConfig], log: Logger, answerPhones: @escaping @Sendable () -> Bool = { false }) {
         self.actions = actions
         self.log = log
-        self.status = Locked(actions.map { ActionStatus(name: $0.name) })
+        self.answerPhones = answerPhones
+        self.status = Locked(actions.map { ActionStatus(name: $0.name, does: $0.does) })
     }
 
     public func trigger(_ event: AgentEvent, json: JSONValue) {
         for (index, action) in actions.enumerated() where action.matches(event) {
+            if action.answerPhones {
+                answer(action, index: index, event: event)
+                continue
+            }
             let admitted = status.withLock { s -> Bool in
                 guard s[index].running < action.maxRunning else { s[index].skippedBusy += 1; return false }
                 s[index].running += 1
@@ -51,6 +61,18 @@ public final class ActionRunner: @unchecked Sendable {
                 record(index, failure: "could not start the action: the system has no thread to give (out of memory or at its task limit)", action: action)
             }
         }
+    }
+
+    /// Queued, not waited for: the radio thread performs it and logs `phone.answered`.
+    private func answer(_ action: ActionConfig, index: Int, event: AgentEvent) {
+        guard answerPhones() else {
+            // The loader refuses answer_phones without ancs; a radio that could not start has no link.
+            record(index, failure: "answer_phones: the phone link is not running (see radio ble in agentctl status)", action: action)
+            status.withLock { $0[index].runs += 1 }
+            return
+        }
+        status.withLock { $0[index].runs += 1 }
+        log.info("action.answer_phones", [("action", action.name), ("device", event.device.id), ("event", event.type.rawValue)])
     }
 
     static func environment(_ event: AgentEvent, json: JSONValue) -> [String] {

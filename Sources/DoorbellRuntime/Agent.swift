@@ -121,6 +121,16 @@ public final class Agent: @unchecked Sendable {
         }
     }
 
+    /// The actions, with the way an `answer_phones` action reaches the phone link of the moment
+    /// (a reload may replace the BLE radio).
+    func makeActionRunner(_ actions: [ActionConfig]) -> ActionRunner {
+        ActionRunner(actions: actions, log: log) { [weak self] in
+            guard let phones = self?.bleRadio?.phones else { return false }
+            phones.send(.answered)
+            return true
+        }
+    }
+
     /// Starts every part. The control socket first, so an installer can ask what is wrong.
     public func start() throws(AgentStartError) {
         let control = ControlServer(path: config.paths.controlSocket, log: log) { [unowned self] request in
@@ -131,7 +141,7 @@ public final class Agent: @unchecked Sendable {
 
         let config = self.config
         runSpillRetries()
-        if !config.actions.isEmpty { actions.withLock { $0 = ActionRunner(actions: config.actions, log: log) } }
+        if !config.actions.isEmpty { actions.withLock { $0 = makeActionRunner(config.actions) } }
         let d = try makeDeliverer(config)
         d?.start()
         if d == nil { log.warning("uplink.not_configured", [("hint", "events stay in the outbox until [uplink] is set")]) }

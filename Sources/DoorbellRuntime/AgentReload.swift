@@ -150,7 +150,7 @@ extension Agent {
             mqttSink?.updateDiscovery(HomeAssistantDiscovery.messages(config: new, settings: settings, agentVersion: AgentVersion.current))
         }
         if new.actions != old.actions {
-            actions.withLock { $0 = new.actions.isEmpty ? nil : ActionRunner(actions: new.actions, log: log) }
+            actions.withLock { $0 = new.actions.isEmpty ? nil : makeActionRunner(new.actions) }
         }
         if new.metrics != old.metrics {
             metrics?.stop()

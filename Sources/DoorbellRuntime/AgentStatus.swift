@@ -119,6 +119,7 @@ extension Agent {
         report.configReload = reloadStatus.snapshot
         report.actions = (actions.snapshot?.status.snapshot ?? []).map { a in
             var x = AgentStatusReport.Action(name: a.name)
+            x.does = a.does
             x.runs = Int64(a.runs)
             x.failures = Int64(a.failures)
             x.timeouts = Int64(a.timeouts)

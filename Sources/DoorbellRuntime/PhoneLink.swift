@@ -129,11 +129,24 @@ public final class PhoneLink: @unchecked Sendable {
                 do { try bondStore.update { _ = $0.forget(id) } } catch { log.error("phone.forget_failed", [("phone", id), ("error", error.description)]) }
             case let .event(type, data):
                 emit(type, data)
+            case let .answered(dismissing):
+                logAnswer(dismissing)
             default: break
             }
         }
         publish()
         return actions
+    }
+
+    /// What answering the door did: the notifications dismissed and on how many phones.
+    private func logAnswer(_ dismissing: [PhoneDismissal]) {
+        guard !dismissing.isEmpty else {
+            log.notice("phone.answered", [("dismissed", "nothing: no doorbell notification was ringing on a connected phone")])
+            return
+        }
+        let titles = Set(dismissing.map(\.title)).sorted().joined(separator: ", ")
+        log.notice("phone.answered", [("dismissed", titles), ("phones", String(Set(dismissing.map(\.phoneID)).count)),
+                                      ("uids", dismissing.map { String($0.uid) }.joined(separator: ","))])
     }
 
     private func publish() {

@@ -119,7 +119,7 @@ import Testing
         Case(name: "device on an unknown radio", toml: base + "\n[[device]]\nid = \"a\"\nradio = \"gpio\"\nmatch = { code = 1 }\n",
              expected: "device[0].radio: unknown radio \"gpio\"; this agent knows: rtl433, ook"),
         Case(name: "action without exec or pulse", toml: base + "\n[[action]]\nname = \"chime\"\n",
-             expected: "action[0].exec: or gpio_pulse is required"),
+             expected: "action[0].exec: or gpio_pulse or answer_phones is required"),
         Case(name: "gpio pulse without chip", toml: base + "\n[[action]]\ngpio_pulse = { line = 17 }\n",
              expected: "action[0].gpio_pulse.chip: is required"),
         Case(name: "ble unknown transport", toml: "gateway_id = \"gw\"\n[radio.ble]\ntransport = \"usb\"\n",

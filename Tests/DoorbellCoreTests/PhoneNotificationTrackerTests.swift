@@ -84,6 +84,13 @@ import Testing
         #expect(data["category"]?.stringValue == "incoming_call")
         #expect(data["app_id"]?.stringValue == "com.apple.mobilephone")
         #expect(data["title"] == nil && data["message"] == nil, "titles never leave the base station by default")
+        #expect(data["flags"] == .array([]))
+        var flagged = call
+        flagged.uid = 11
+        flagged.flags = [.important, .positiveAction, .negativeAction, ANCSEventFlags(rawValue: 0x80)]
+        guard case let .event(_, flaggedData)? = t.notification(flagged, at: 0).first else { Issue.record("no event"); return }
+        #expect(flaggedData["flags"] == .array([.string("important"), .string("positive_action"), .string("negative_action")]),
+                "the known flags by name, in bit order; a reserved bit is not one")
         var old = call
         old.preExisting = true
         #expect(t.notification(old, at: 0) == [], "a call from before the connection is not ringing now")
@@ -104,7 +111,7 @@ import Testing
         var gone = Self.doorbell("ben", uid: 8)
         gone.change = .removed
         _ = t.notification(gone, at: 1)
-        #expect(t.answered() == [.dismiss(phoneID: "anna", uid: 7)], "Ben's was already gone")
+        #expect(t.answered() == [.dismiss(PhoneDismissal(phoneID: "anna", uid: 7, title: "Front door"))], "Ben's was already gone")
         #expect(t.answered() == [], "once")
     }
 

@@ -248,13 +248,19 @@ struct PhoneSessionRig {
 
     @Test func answeringDismissesTheRingingNotificationWithTheNegativeAction() throws {
         var (s, _) = try Self.paired()
+        // Nothing ringing yet: the answer says so (the log does) and writes nothing.
+        var writes = s.link.attSent.count
+        #expect(s.session.answered(at: s.now) == [.answered(dismissing: [])])
+        #expect(s.link.attSent.count == writes)
         s.doorbellPush(uid: 0x0102_0304)
-        s.run(s.session.answered(at: s.now))
+        let answer = s.session.answered(at: s.now)
+        #expect(answer.first == .answered(dismissing: [PhoneDismissal(phoneID: Rig.phoneID, uid: 0x0102_0304, title: "Front door")]))
+        s.run(answer)
         #expect(s.link.written[Rig.cp] == [0x02, 0x04, 0x03, 0x02, 0x01, 0x01])
         #expect(s.session.queuedCommands == 0)
         // Answered again: nothing is ringing any more.
-        let writes = s.link.attSent.count
-        s.run(s.session.answered(at: s.now))
+        writes = s.link.attSent.count
+        #expect(s.session.answered(at: s.now) == [.answered(dismissing: [])])
         #expect(s.link.attSent.count == writes)
     }
 

@@ -7,13 +7,7 @@ import XCTest
 /// socket, with the BLE radio on the virtual controller: the pairing window, the bond list from
 /// the store on disk, forgetting, answering, and what the status shows.
 final class PhoneControlTests: XCTestCase {
-    func requireHarness() throws {
-        try requireFile(BLERadioTests.virtualRadio, "the virtual controller")
-        guard FileManager.default.isExecutableFile(atPath: BLERadioTests.python) else {
-            throw skip("SKIPPED: .venv missing; make test creates it (scripts/venv.sh installs bumble)")
-        }
-        try requireFile(Paths.agentBinary, "doorbell-agent")
-    }
+    func requireHarness() throws { try EmulatedPhone.requireHarness() }
 
     /// The virtual controller with nothing on the air, and an agent with only the BLE radio on it.
     func start(_ dir: TempDir, ble: String) throws -> (radio: Child, agent: Child, socket: String) {

@@ -24,26 +24,9 @@ final class PhoneReceiptTests: XCTestCase {
         let api = stack.api
 
         // The phone on the virtual air, following a control file for what it is to show.
-        let scenario = try dir.write("scenario.json", #"{"name": "phone", "advertisers": [], "events": []}"#)
-        let ready = dir.file("radio-ready.json"), control = dir.file("phone-control.jsonl")
-        let radio = try Child(PhonePushTests.python, [BLERadioTests.virtualRadio, "--port", "0", "--scenario", scenario, "--phone",
-                                                      "--phone-control", control, "--hold", "--max-seconds", "300", "--ready-file", ready],
-                              dir: dir, name: "virtual-radio")
-        defer { radio.stop() }
-        eventually(30, "virtual controller ready") { FileManager.default.fileExists(atPath: ready) }
-        let port = try JSONReader.parse(String(contentsOfFile: ready, encoding: .utf8))["port"]?.intValue ?? 0
-        func phoneSaid(_ event: String) -> [JSONValue] {
-            radio.stdout.split(separator: "\n").compactMap { try? JSONReader.parse(String($0)) }.filter { $0["phone"]?.stringValue == event }
-        }
-        func tell(_ line: JSONValue) throws {
-            let handle = try XCTUnwrap(FileHandle(forWritingAtPath: control) ?? {
-                FileManager.default.createFile(atPath: control, contents: nil)
-                return FileHandle(forWritingAtPath: control)
-            }())
-            handle.seekToEndOfFile()
-            handle.write(Data((JSONWriter.string(line) + "\n").utf8))
-            try handle.close()
-        }
+        let phone = try EmulatedPhone.start(dir)
+        defer { phone.stop() }
+        let radio = phone.radio, port = phone.port
 
         // Accounts, the gateway by its key, the owner's phone.
         let owner = try api.expect(201, "POST", "/accounts", token: stack.adminToken, .object([("name", .string("Owner"))]))
@@ -79,7 +62,7 @@ final class PhoneReceiptTests: XCTestCase {
         eventually(90, "the phone pairs, bonds and its notifications are read") {
             agentStatus(socket)?["phones"]?["reading_notifications"]?.boolValue == true
         }
-        XCTAssertEqual(phoneSaid("paired").count, 1, diagnostics())
+        XCTAssertEqual(phone.said("paired").count, 1, diagnostics())
         let phones = try runCommand(Paths.agentctlBinary, ["phones", "--socket", socket]).stdout
         XCTAssertTrue(phones.contains("F4:0F:24:00:00:01") && phones.contains("connected, reading notifications"), phones + diagnostics())
         var st = stat()
@@ -100,9 +83,7 @@ final class PhoneReceiptTests: XCTestCase {
         XCTAssertTrue(reference.hasPrefix("#") && reference.count == 6, reference)
 
         // The phone shows it (as iOS would, from that push); the base station reads it off the phone.
-        try tell(.object([("op", .string("post")), ("uid", .number(41)), ("category", .string("other")), ("app_id", .string(PhonePushTests.topic)),
-                          ("title", .string(PhonePushTests.doorbellName)), ("subtitle", .string(reference)),
-                          ("message", .string("Someone is at the door"))]))
+        try phone.postDoorbellAlert(uid: 41, subtitle: reference)
         eventually(60, "the cloud records the receipt on the push") {
             stack.cloud.stdout.contains("RECEIPT ") && stack.cloud.stdout.contains(" push.displayed \(pressID) \(token.prefix(8))")
         }
@@ -113,7 +94,7 @@ final class PhoneReceiptTests: XCTestCase {
         XCTAssertNotNil(row?["accepted_to_displayed_ms"]?.intValue, "\(rows)")
 
         // An incoming call becomes a local event, without its text.
-        try tell(.object([("op", .string("post")), ("uid", .number(42)), ("category", .string("incoming_call")),
+        try phone.tell(.object([("op", .string("post")), ("uid", .number(42)), ("category", .string("incoming_call")),
                           ("app_id", .string("com.apple.mobilephone")), ("title", .string("Mum")), ("message", .string("Incoming call"))]))
         var call: JSONValue?
         eventually(30, "the call is an agent event") {
@@ -123,11 +104,12 @@ final class PhoneReceiptTests: XCTestCase {
         }
         XCTAssertEqual(call?["data"]?["category"]?.stringValue, "incoming_call")
         XCTAssertNil(call?["data"]?["title"], "titles stay on the base station by default")
+        XCTAssertEqual(call?["data"]?["flags"], .array([.string("positive_action"), .string("negative_action")]), "the call's EventFlags, by name")
 
         // The door is answered: the doorbell notification is dismissed on the phone.
         XCTAssertEqual(try runCommand(Paths.agentctlBinary, ["answer", "--socket", socket]).status, 0)
         eventually(30, "the phone performed the negative action") {
-            phoneSaid("performed").contains { $0["uid"]?.intValue == 41 && $0["action"]?.stringValue == "negative" }
+            phone.said("performed").contains { $0["uid"]?.intValue == 41 && $0["action"]?.stringValue == "negative" }
         }
     }
 }

@@ -18,8 +18,16 @@ public struct PhoneNotification: Sendable, Equatable {
     public var change: Change
     /// ANCS CategoryID (0 Other, 1 IncomingCall, 2 MissedCall, … 11 Entertainment).
     public var category: Int
-    public var preExisting: Bool
-    public var hasNegativeAction: Bool
+    /// The Notification Source's EventFlags.
+    public var flags: ANCSEventFlags
+    public var preExisting: Bool {
+        get { flags.contains(.preExisting) }
+        set { if newValue { flags.insert(.preExisting) } else { flags.remove(.preExisting) } }
+    }
+    public var hasNegativeAction: Bool {
+        get { flags.contains(.negativeAction) }
+        set { if newValue { flags.insert(.negativeAction) } else { flags.remove(.negativeAction) } }
+    }
     public var appID: String
     public var title: String
     public var subtitle: String
@@ -29,13 +37,12 @@ public struct PhoneNotification: Sendable, Equatable {
 
     public init(phoneID: String, uid: UInt32, change: Change = .added, category: Int = 0, preExisting: Bool = false,
                 hasNegativeAction: Bool = false, appID: String, title: String = "", subtitle: String = "", message: String = "",
-                postedAtMicros: Int64? = nil) {
+                postedAtMicros: Int64? = nil, flags: ANCSEventFlags = []) {
         self.phoneID = phoneID
         self.uid = uid
         self.change = change
         self.category = category
-        self.preExisting = preExisting
-        self.hasNegativeAction = hasNegativeAction
+        self.flags = flags.union(preExisting ? .preExisting : []).union(hasNegativeAction ? .negativeAction : [])
         self.appID = appID
         self.title = title
         self.subtitle = subtitle
@@ -46,6 +53,19 @@ public struct PhoneNotification: Sendable, Equatable {
     public static let categoryNames = ["other", "incoming_call", "missed_call", "voicemail", "social", "schedule", "email", "news",
                                        "health_and_fitness", "business_and_finance", "location", "entertainment"]
     public var categoryName: String { category >= 0 && category < Self.categoryNames.count ? Self.categoryNames[category] : "unknown_\(category)" }
+}
+
+/// A doorbell notification to dismiss on a phone when the door is answered.
+public struct PhoneDismissal: Sendable, Equatable {
+    public var phoneID: String
+    public var uid: UInt32
+    /// The notification's title (the doorbell's name): what the log says was dismissed.
+    public var title: String
+    public init(phoneID: String, uid: UInt32, title: String) {
+        self.phoneID = phoneID
+        self.uid = uid
+        self.title = title
+    }
 }
 
 public struct PhoneNotificationTracker: Sendable {
@@ -66,8 +86,8 @@ public struct PhoneNotificationTracker: Sendable {
     public enum Output: Sendable, Equatable {
         /// An event to store (type, and its `data`).
         case event(type: String, data: JSONValue)
-        /// Ask `phoneID` to perform the negative action (dismiss) on notification `uid`.
-        case dismiss(phoneID: String, uid: UInt32)
+        /// Ask the phone to perform the negative action (dismiss) on the notification.
+        case dismiss(PhoneDismissal)
     }
 
     struct Press: Sendable {
@@ -85,7 +105,7 @@ public struct PhoneNotificationTracker: Sendable {
     public private(set) var connected: [String: String] = [:]
     private var presses: [Press] = []
     /// The doorbell app's newest notification per phone (what "answer" dismisses).
-    private var ringing: [String: UInt32] = [:]
+    private var ringing: [String: PhoneDismissal] = [:]
     /// Kept presses: a bound whatever the press rate (older ones get no receipt, nothing else).
     static let maximumPresses = 64
 
@@ -111,7 +131,7 @@ public struct PhoneNotificationTracker: Sendable {
     public mutating func notification(_ n: PhoneNotification, at now: Int64) -> [Output] {
         var out = expire(at: now)
         guard n.change != .removed else {
-            if ringing[n.phoneID] == n.uid { ringing[n.phoneID] = nil }
+            if ringing[n.phoneID]?.uid == n.uid { ringing[n.phoneID] = nil }
             return out
         }
         let name = connected[n.phoneID]
@@ -120,7 +140,7 @@ public struct PhoneNotificationTracker: Sendable {
         // No doorbell app configured (`ancs_app` empty): no receipts, even for a notification
         // whose app id could not be read.
         if !settings.doorbellAppID.isEmpty, n.appID == settings.doorbellAppID {
-            if n.hasNegativeAction { ringing[n.phoneID] = n.uid }
+            if n.hasNegativeAction { ringing[n.phoneID] = PhoneDismissal(phoneID: n.phoneID, uid: n.uid, title: n.title) }
             guard n.change == .added, let reference = Self.reference(in: n.subtitle) else { return out }
             // The newest press of the doorbell the title names that this phone has not shown yet
             // (one it was waited for first). None: the cloud places it by the reference alone.
@@ -139,7 +159,8 @@ public struct PhoneNotificationTracker: Sendable {
         }
         guard n.change == .added, !n.preExisting,
               settings.triggerApps.contains(n.appID) || settings.triggerCategories.contains(n.categoryName) else { return out }
-        var data: [(String, JSONValue)] = [("category", .string(n.categoryName)), ("app_id", .string(n.appID)), ("phone", .object(phone))]
+        var data: [(String, JSONValue)] = [("category", .string(n.categoryName)), ("app_id", .string(n.appID)), ("phone", .object(phone)),
+                                           ("flags", .array(n.flags.names.map { .string($0) }))]
         if settings.includeText { data += [("title", .string(n.title)), ("message", .string(n.message))] }
         out.append(.event(type: "phone.notification", data: .object(data)))
         return out
@@ -147,7 +168,7 @@ public struct PhoneNotificationTracker: Sendable {
 
     /// The door was answered: dismiss the ringing doorbell notification on every connected phone.
     public mutating func answered() -> [Output] {
-        let out = ringing.filter { connected[$0.key] != nil }.sorted { $0.key < $1.key }.map { Output.dismiss(phoneID: $0.key, uid: $0.value) }
+        let out = ringing.filter { connected[$0.key] != nil }.sorted { $0.key < $1.key }.map { Output.dismiss($0.value) }
         ringing = [:]
         return out
     }

@@ -12,9 +12,18 @@ extension PhoneSession {
         forward(tracker.pressForwarded(eventID: eventID, doorbellName: doorbellName, at: now))
     }
 
-    /// The door was answered: the ringing doorbell notification is dismissed on the phone.
+    /// The door was answered (`agentctl answer`, an `answer_phones` action): the ringing doorbell
+    /// notification is dismissed on the phone. The first output says what is being dismissed
+    /// (nothing, when no doorbell notification was ringing on a connected phone).
     public mutating func answered(at now: Int64) -> [Output] {
-        forward(tracker.answered()) + pump(at: now)
+        var dismissing: [PhoneDismissal] = []
+        for case let .dismiss(d) in tracker.answered() where link?.bond?.id == d.phoneID {
+            // Dismissing goes before the fetches waiting: the door is being answered now.
+            link?.queue.insert(.dismiss(uid: d.uid), at: 0)
+            trimQueue()
+            dismissing.append(d)
+        }
+        return [.answered(dismissing: dismissing)] + pump(at: now)
     }
 
     mutating func forward(_ outputs: [PhoneNotificationTracker.Output]) -> [Output] {
@@ -27,12 +36,8 @@ extension PhoneSession {
         switch o {
         case let .event(type, data):
             return [.event(type: type, data: data)]
-        case let .dismiss(phoneID, uid):
-            guard link?.bond?.id == phoneID else { return [] }
-            // Dismissing goes before the fetches waiting: the door is being answered now.
-            link?.queue.insert(.dismiss(uid: uid), at: 0)
-            trimQueue()
-            return []
+        case .dismiss:
+            return [] // only `answered` asks for these
         }
     }
 
@@ -155,8 +160,8 @@ extension PhoneSession {
             status.notificationsRead += 1
             let change: PhoneNotification.Change = n.event == .modified ? .modified : .added
             let phone = PhoneNotification(phoneID: id, uid: a.uid, change: change, category: Int(n.category.rawValue),
-                                          preExisting: n.flags.contains(.preExisting), hasNegativeAction: n.flags.contains(.negativeAction),
-                                          appID: a.appIdentifier ?? "", title: a.title ?? "", subtitle: a.subtitle ?? "", message: a.message ?? "")
+                                          appID: a.appIdentifier ?? "", title: a.title ?? "", subtitle: a.subtitle ?? "", message: a.message ?? "",
+                                          flags: n.flags)
             return forward(tracker.notification(phone, at: now)) + finishIfDone(at: now)
         case .appAttributes:
             link?.outstanding?.answered = true

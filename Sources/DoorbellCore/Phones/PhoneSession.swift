@@ -44,6 +44,9 @@ public struct PhoneSession: Sendable {
         case forgetBond(id: String)
         /// An event to record.
         case event(type: String, data: JSONValue)
+        /// The door was answered: these doorbell notifications are being dismissed (none: none
+        /// was ringing). For the log.
+        case answered(dismissing: [PhoneDismissal])
     }
 
     /// What `agentctl phones` and the status show.
@@ -338,7 +341,7 @@ extension PhoneSession {
 
 extension PhoneSession.Output {
     /// Makes the host call this output stands for; nil for those the shell carries out itself
-    /// (`storeBond`, `forgetBond`, `event`). The actions returned go back through the shell's
+    /// (`storeBond`, `forgetBond`, `event`, `answered`). The actions returned go back through the shell's
     /// dispatch like any other (link actions to `PhoneSession.handle`).
     public func perform(on host: inout HCIHost, at now: Int64) -> [HCIHost.Action]? {
         switch self {
@@ -347,7 +350,7 @@ extension PhoneSession.Output {
         case let .subscribe(handle): host.subscribeCharacteristic(handle, at: now)
         case let .write(handle, value): host.writeCharacteristic(handle, value, at: now)
         case .disconnect: host.disconnect(at: now)
-        case .storeBond, .forgetBond, .event: nil
+        case .storeBond, .forgetBond, .event, .answered: nil
         }
     }
 }

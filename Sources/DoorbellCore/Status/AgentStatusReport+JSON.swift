@@ -43,7 +43,7 @@ extension AgentStatusReport {
             ("config_problem", text(configProblem)),
             ("threads", .object([("start_failures", num(threadStartFailures)), ("last_error", text(lastThreadStartError))])),
             ("actions", .array(actions.map { a in
-                .object([("name", .string(a.name)), ("runs", num(a.runs)), ("failures", num(a.failures)), ("timeouts", num(a.timeouts)),
+                .object([("name", .string(a.name)), ("does", .string(a.does)), ("runs", num(a.runs)), ("failures", num(a.failures)), ("timeouts", num(a.timeouts)),
                          ("skipped_busy", num(a.skippedBusy)), ("running", num(a.running)), ("last_error", text(a.lastError))])
             })),
         ])
@@ -114,6 +114,7 @@ extension AgentStatusReport {
         lastThreadStartError = s["threads"]?["last_error"]?.stringValue
         actions = (s["actions"]?.arrayValues ?? []).map { a in
             var x = Action(name: a["name"]?.stringValue ?? "?")
+            x.does = a["does"]?.stringValue ?? ""
             x.runs = a["runs"]?.intValue ?? 0
             x.failures = a["failures"]?.intValue ?? 0
             x.timeouts = a["timeouts"]?.intValue ?? 0

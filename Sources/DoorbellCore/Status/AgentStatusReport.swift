@@ -196,6 +196,8 @@ public struct AgentStatusReport: Sendable, Equatable {
 
     public struct Action: Sendable, Equatable {
         public var name: String
+        /// `exec`, `gpio_pulse`, both (`gpio_pulse + exec`) or `answer_phones`; empty from an older agent.
+        public var does = ""
         public var runs: Int64 = 0
         public var failures: Int64 = 0
         public var timeouts: Int64 = 0

@@ -55,7 +55,11 @@ public enum StatusTable {
             if let e = q.lastError { rows.append(("  last error", "\(time(q.lastErrorWallMicros)) \(e)")) }
         }
         for a in s.actions {
-            rows.append(("action \(a.name)", "\(a.runs) runs, \(a.failures) failures, \(a.timeouts) timeouts, \(a.skippedBusy) skipped while busy"))
+            if a.does == "answer_phones" {
+                rows.append(("action \(a.name)", "answers the door on the phones: \(a.runs) times, \(a.failures) failures"))
+            } else {
+                rows.append(("action \(a.name)", "\(a.runs) runs, \(a.failures) failures, \(a.timeouts) timeouts, \(a.skippedBusy) skipped while busy"))
+            }
         }
         if !s.unknownTransmitters.isEmpty {
             rows.append(("not configured", "\(s.unknownTransmitters.count) transmitter(s) heard:"))

@@ -59,6 +59,12 @@ public struct ANCSEventFlags: OptionSet, Hashable, Sendable, CustomStringConvert
     /// Bits the 2013 specification reserves; counted, never an error.
     public var reservedBits: UInt8 { rawValue & ~Self.known }
 
+    /// The known flags by their event names (`phone.notification`'s `data.flags`), in bit order.
+    public var names: [String] {
+        [(ANCSEventFlags.silent, "silent"), (.important, "important"), (.preExisting, "pre_existing"),
+         (.positiveAction, "positive_action"), (.negativeAction, "negative_action")].filter { contains($0.0) }.map(\.1)
+    }
+
     public var description: String {
         let names: [(ANCSEventFlags, String)] = [
             (.silent, "silent"), (.important, "important"), (.preExisting, "pre-existing"),

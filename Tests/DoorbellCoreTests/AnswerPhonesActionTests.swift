@@ -1,0 +1,91 @@
+import DoorbellCore
+import Testing
+
+/// `[[action]] answer_phones`: a configured button answers the door on the owner's phones. The
+/// loader accepts it only beside the phone link and alone in its action; it fires for the
+/// events its `on` and `devices` select, like every action.
+@Suite struct AnswerPhonesActionTests {
+    static let ble = """
+    gateway_id = "gw"
+    [radio.ble]
+    transport = "hci"
+    ancs = true
+    [[device]]
+    id = "front-door"
+    radio = "ble"
+    match = { address = "C0:11:22:33:44:01" }
+    [[device]]
+    id = "hall-button"
+    radio = "ble"
+    match = { address = "C0:11:22:33:44:02" }
+    """
+
+    static func errors(_ toml: String) -> String {
+        do {
+            _ = try ConfigLoader.parse(text: toml, file: "agent.toml")
+            return ""
+        } catch {
+            return error.description
+        }
+    }
+
+    @Test func aButtonInTheHallAnswersTheDoor() throws {
+        let c = try ConfigLoader.parse(text: Self.ble + """
+
+        [[action]]
+        name = "answer"
+        on = ["doorbell.pressed", "doorbell.long_pressed"]
+        devices = ["hall-button"]
+        answer_phones = true
+        [[action]]
+        name = "chime"
+        devices = ["front-door"]
+        exec = ["/usr/local/bin/chime"]
+        """, file: "agent.toml")
+        let answer = try #require(c.actions.first)
+        #expect(answer.answerPhones && answer.exec.isEmpty && answer.gpioPulse == nil)
+        #expect(answer.does == "answer_phones")
+        #expect(c.actions.last?.answerPhones == false && c.actions.last?.does == "exec")
+    }
+
+    @Test func itAnswersForItsOwnButtonAndEventsOnly() throws {
+        let c = try ConfigLoader.parse(text: Self.ble + "\n[[action]]\non = [\"doorbell.long_pressed\"]\ndevices = [\"hall-button\"]\nanswer_phones = true\n",
+                                       file: "agent.toml")
+        let answer = try #require(c.actions.first)
+        func event(_ type: EventType, _ device: String) -> AgentEvent {
+            AgentEvent(type: type, device: DeviceRef(id: device, name: device, radio: "ble"), occurredAtMicros: 0, clockSynced: true)
+        }
+        #expect(answer.matches(event(.doorbellLongPressed, "hall-button")))
+        #expect(!answer.matches(event(.doorbellPressed, "hall-button")), "a short press of the hall button is not in `on`")
+        #expect(!answer.matches(event(.doorbellLongPressed, "front-door")), "the visitor's button never answers")
+    }
+
+    struct Refused: Sendable, CustomTestStringConvertible {
+        let name: String
+        let toml: String
+        let message: String
+        var testDescription: String { name }
+    }
+
+    static let refused: [Refused] = [
+        Refused(name: "without the phone link", toml: ble.replacingOccurrences(of: "ancs = true", with: "") + "\n[[action]]\nanswer_phones = true\n",
+                message: "action[0].answer_phones: needs the phone link: set ancs = true in [radio.ble] (with the BLE radio enabled), then pair the phone with agentctl pair"),
+        Refused(name: "with the BLE radio off", toml: "gateway_id = \"gw\"\n[radio.ble]\ntransport = \"hci\"\nancs = true\nenabled = false\n[[action]]\nanswer_phones = true\n",
+                message: "action[0].answer_phones: needs the phone link: set ancs = true in [radio.ble] (with the BLE radio enabled)"),
+        Refused(name: "beside exec", toml: ble + "\n[[action]]\nexec = [\"/bin/true\"]\nanswer_phones = true\n",
+                message: "action[0].answer_phones: goes alone: move exec to a second [[action]] with the same on and devices"),
+        Refused(name: "beside gpio_pulse", toml: ble + "\n[[action]]\ngpio_pulse = { chip = \"gpiochip0\", line = 17 }\nanswer_phones = true\n",
+                message: "action[0].answer_phones: goes alone: move gpio_pulse to a second [[action]] with the same on and devices"),
+        Refused(name: "false", toml: ble + "\n[[action]]\nanswer_phones = false\n",
+                message: "action[0].answer_phones: false does nothing: leave the key out, or give this action exec or gpio_pulse"),
+        Refused(name: "not a bool", toml: ble + "\n[[action]]\nanswer_phones = \"yes\"\n",
+                message: "action[0].answer_phones: must be true or false, found a string"),
+    ]
+
+    @Test(arguments: refused)
+    func theLoaderSaysWhatToWrite(_ c: Refused) {
+        let errors = Self.errors(c.toml)
+        #expect(errors.contains(c.message), "\(errors)")
+        #expect(errors.split(separator: "\n").count == 1, "one problem, one message: \(errors)")
+    }
+}
