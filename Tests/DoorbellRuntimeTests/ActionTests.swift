@@ -1,4 +1,5 @@
 import DoorbellCore
+import DoorbellRuntime
 import Foundation
 import XCTest
 
@@ -139,5 +140,31 @@ final class ActionTests: XCTestCase {
         XCTAssertTrue(s?["actions"]?.arrayValues?.first?["last_error"]?.stringValue?.contains("no thread") ?? false)
         XCTAssertTrue((s?["problems"]?.arrayValues ?? []).contains { $0.stringValue?.hasPrefix("threads:") ?? false })
         XCTAssertNil(agent.wait(seconds: 0.2), "the agent is still running")
+    }
+
+    /// An `answer_phones` action tells the phone link once per press of its own button, on the
+    /// pipeline's thread (nothing to run); without a link it is a failure that says why.
+    func testAnAnswerPhonesActionTellsThePhoneLinkForItsOwnButtonOnly() {
+        var answer = ActionConfig(name: "answer", devices: ["hall-button"], exec: [])
+        answer.answerPhones = true
+        let told = Locked(0), lines = Locked<[String]>([])
+        let log = Logger(level: .info) { line in lines.withLock { $0.append(line) } }
+        let runner = ActionRunner(actions: [answer], log: log) { told.withLock { $0 += 1 }; return true }
+        func press(_ device: String) -> AgentEvent {
+            AgentEvent(type: .doorbellPressed, device: DeviceRef(id: device, name: device, radio: "ble"), occurredAtMicros: 0, clockSynced: true)
+        }
+        runner.trigger(press("front-door"), json: .object([]))
+        runner.trigger(press("hall-button"), json: .object([]))
+        XCTAssertEqual(told.snapshot, 1, "the front door's press does not answer")
+        let status = runner.status.snapshot.first
+        XCTAssertEqual(status?.does, "answer_phones")
+        XCTAssertEqual(status?.runs, 1)
+        XCTAssertEqual(status?.failures, 0)
+        XCTAssertTrue(lines.snapshot.contains { $0.contains("action.answer_phones action=answer device=hall-button") }, "\(lines.snapshot)")
+
+        let offline = ActionRunner(actions: [answer], log: log) { false }
+        offline.trigger(press("hall-button"), json: .object([]))
+        XCTAssertEqual(offline.status.snapshot.first?.failures, 1)
+        XCTAssertTrue(offline.status.snapshot.first?.lastError?.contains("the phone link is not running") ?? false)
     }
 }
