@@ -127,6 +127,8 @@ public final class PhoneLink: @unchecked Sendable {
                 }
             case let .forgetBond(id):
                 do { try bondStore.update { _ = $0.forget(id) } } catch { log.error("phone.forget_failed", [("phone", id), ("error", error.description)]) }
+            case let .updateBond(bond):
+                do { _ = try bondStore.update { $0.replace(bond) } } catch { log.warning("phone.bond_update_failed", [("phone", bond.id), ("error", error.description)]) }
             case let .event(type, data):
                 emit(type, data)
             case let .answered(dismissing):

@@ -16,6 +16,24 @@ import Testing
     /// A resolvable private address for `irk`: prand with top bits 01, then ah(irk, prand).
     static func rpa(_ irk: [UInt8], prand: [UInt8] = [0x4A, 0xBC, 0xDE]) -> [UInt8] { prand + ah(irk, prand) }
 
+    @Test func nameAndLastSeenChangeOnlyABondThatIsStillThere() {
+        var bonds = PhoneBonds()
+        bonds.add(Self.bond(1))
+        let id = Self.bond(1).id
+        let same = bonds.name(id, "Anna's iPhone"), renamedTo = bonds.name(id, "Anna’s iPhone 15")
+        #expect(same == nil, "unchanged")
+        #expect(renamedTo?.name == "Anna’s iPhone 15")
+        let seen = bonds.seen(id, at: 5), stranger = bonds.seen("00:00:00:00:00:00", at: 5)
+        #expect(seen?.lastSeenMicros == 5 && stranger == nil)
+        var renamed = Self.bond(1, name: "Other")
+        let replaced = bonds.replace(renamed)
+        #expect(replaced && bonds.bonds.map(\.name) == ["Other"])
+        _ = bonds.forget(id)
+        renamed.name = "Late"
+        let late = bonds.replace(renamed)
+        #expect(!late && bonds.bonds.isEmpty, "a forgotten phone stays forgotten")
+    }
+
     @Test func aPhoneIsKnownBehindAnyPrivateAddressItsIRKMade() {
         var bonds = PhoneBonds()
         bonds.add(Self.bond(1))

@@ -75,8 +75,12 @@ struct PhoneLinkRig {
         db += characteristic(0x0031, 0x10, GATTClient.notificationSource) + [cccd(0x0033)]
         db += characteristic(0x0034, 0x88, GATTClient.controlPoint)
         db += characteristic(0x0037, 0x10, GATTClient.dataSource) + [cccd(0x0039)]
+        // GAP's Device Name as an owner sets it (iOS puts a typographic apostrophe).
+        if let i = db.firstIndex(where: { $0.type == .deviceName }) { db[i].value = Array(deviceName.utf8) }
         return db
     }
+
+    static let deviceName = "Anna’s iPhone"
 
     // MARK: The controller
 
@@ -179,10 +183,12 @@ struct PhoneLinkRig {
             guard let r = range(pdu), let type = GATTUUID(air: pdu[5...]) else { return notFound }
             let found = database.filter { r.contains($0.handle) && $0.type == type }
             guard let first = found.first else { return notFound }
-            let length = 2 + first.value.count
+            // A longer value is cut to ATT_MTU - 4 (or 253) octets (Vol 3 Part F §3.4.4.2).
+            let cut = min(mtu - 4, 253)
+            let length = 2 + min(first.value.count, cut)
             var out: [UInt8] = [0x09, UInt8(length)]
             for a in found where a.value.count == first.value.count && out.count + length <= mtu {
-                out += [UInt8(a.handle & 0xFF), UInt8(a.handle >> 8)] + a.value
+                out += [UInt8(a.handle & 0xFF), UInt8(a.handle >> 8)] + a.value.prefix(cut)
             }
             return out
         case 0x04:

@@ -43,10 +43,38 @@ import Testing
         #expect(rig.gattEvents.contains(.discoveredANCS(notificationSource: PhoneLinkRig.ns, controlPoint: PhoneLinkRig.cp, dataSource: PhoneLinkRig.ds)))
         // MTU; the GATT service, its characteristics (until Attribute Not Found), Service Changed's
         // CCCD; ANCS, its characteristics, the CCCDs of Notification and Data Source; Service
-        // Changed indications on.
+        // Changed indications on; the Device Name.
         #expect(rig.attSent.map { Hex.encode($0) } == ["02f700", "060100ffff00280118", "0806000f000328", "080d000f000328", "0409000900",
                                                        "060100ffff0028d0002d121e4b0fa4994eceb531f40579", "08300039000328", "08380039000328",
-                                                       "0433003300", "0439003900", "1209000200"])
+                                                       "0433003300", "0439003900", "1209000200", "080100ffff002a"])
+        #expect(rig.gattEvents.last == .deviceName(PhoneLinkRig.deviceName))
+    }
+
+    @Test func theDeviceNameIsReadOnceMadePrintableAndCut() {
+        func name(_ value: [UInt8]) -> [GATTClient.Action] {
+            var rig = PhoneLinkRig()
+            if let i = rig.database.firstIndex(where: { $0.type == .deviceName }) { rig.database[i].value = value }
+            rig.connect()
+            // A Service Changed runs discovery again, not the name read.
+            rig.phoneSends([ATT.indication, 0x08, 0x00, 0x01, 0x00, 0xFF, 0xFF])
+            #expect(rig.attSent.filter { $0 == [ATT.readByTypeRequest, 0x01, 0x00, 0xFF, 0xFF, 0x00, 0x2A] }.count == 1)
+            return rig.gattEvents.filter { if case .deviceName = $0 { true } else { false } }
+        }
+        // Controls, bidi overrides and invalid UTF-8 go; a ZWJ emoji stays whole; spaces around trimmed.
+        #expect(name(Array(" Bob\u{7}'s\u{202E} phone 👨‍👩‍👧 ".utf8) + [0xFF]) == [.deviceName("Bob's phone 👨‍👩‍👧 \u{FFFD}")])
+        #expect(name(Array(repeating: 0x41, count: 200)) == [.deviceName(String(repeating: "A", count: GATTClient.maxNameLength))])
+        #expect(name([]) == [], "no name: known by its address")
+        #expect(name(Array("\n\t".utf8)) == [])
+    }
+
+    @Test func aPhoneWithoutADeviceNameIsKnownByItsAddressAndTheLinkCarriesOn() {
+        var rig = PhoneLinkRig()
+        rig.database.removeAll { $0.type == .deviceName }
+        rig.connect()
+        #expect(!rig.gattEvents.contains { if case .deviceName = $0 { true } else { false } })
+        rig.perform(rig.host.subscribeCharacteristic(PhoneLinkRig.ns, at: 1))
+        rig.encrypt()
+        #expect(rig.written[0x0033] == [0x01, 0x00])
     }
 
     @Test func subscribingNeedsEncryptionAndGoesAgainOnceTheLinkIsEncrypted() {

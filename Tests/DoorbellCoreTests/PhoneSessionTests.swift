@@ -41,6 +41,8 @@ struct PhoneSessionRig {
                 }
             case let .forgetBond(id):
                 _ = store.forget(id)
+            case let .updateBond(bond):
+                store.replace(bond)
             default:
                 if let actions = o.perform(on: &link.host, at: now) { link.perform(actions) }
             }
@@ -223,6 +225,33 @@ struct PhoneSessionRig {
         other.connect(BLEIdentityAddress(type: 1, address: prand + [0, 0, 1]))
         other.longTermKeyRequest()
         #expect(other.session.status.connectedPhone == nil && other.lastCommand == [0x01, 0x1B, 0x20, 2, 0x40, 0x00])
+    }
+
+    @Test func theBondCarriesThePhonesNameAndWhenItWasLastHereOnDiskToo() throws {
+        var (s, _) = try Self.paired()
+        // Discovery read the Device Name before the phone paired: the bond was stored with it.
+        #expect(s.storedBonds.map(\.name) == [PhoneLinkRig.deviceName])
+        #expect(s.store.bonds.first?.name == PhoneLinkRig.deviceName)
+        // The phone leaves at 90 s: the store learns when it was last here (agentctl phones after a restart).
+        s.link.now = 90_000_000
+        s.disconnect()
+        #expect(s.store.bonds.first?.lastSeenMicros == 90_000_000)
+        #expect(s.session.bonds.bonds.first?.lastSeenMicros == 90_000_000)
+
+        // The owner renamed the phone; it comes back under a new private address with the new name.
+        var next = Rig(bonds: s.store)
+        if let i = next.link.database.firstIndex(where: { $0.type == .deviceName }) { next.link.database[i].value = Array("Anna’s work phone".utf8) }
+        next.link.now = 120_000_000
+        let prand: [UInt8] = [0x55, 0x66, 0x77]
+        next.connect(BLEIdentityAddress(type: 1, address: prand + SMPCrypto.ah(irk: SMPResponderTests.phoneIRK, prand: prand)))
+        #expect(next.store.bonds.first?.name == "Anna’s work phone")
+        #expect(next.session.bonds.bonds.first?.name == "Anna’s work phone")
+        #expect(next.storedBonds.isEmpty, "a rename is no new bond")
+
+        // Forgotten while connected: the drop that follows must not write the bond back.
+        next.run(next.session.forget("Anna’s work phone", at: next.now))
+        next.disconnect()
+        #expect(next.store.bonds.isEmpty && next.session.bonds.bonds.isEmpty)
     }
 
     @Test func aLinkDropInTheMiddleOfAResponseDeliversNothingAndTheNextConnectionWorks() throws {

@@ -144,4 +144,6 @@ public struct GATTUUID: Sendable, Hashable, CustomStringConvertible {
     public static let clientConfiguration = GATTUUID(0x2902)
     public static let gattService = GATTUUID(0x1801)
     public static let serviceChanged = GATTUUID(0x2A05)
+    /// GAP's Device Name: what the owner called the phone ("Anna’s iPhone").
+    public static let deviceName = GATTUUID(0x2A00)
 }

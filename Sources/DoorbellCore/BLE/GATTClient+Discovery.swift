@@ -36,6 +36,10 @@ extension GATTClient {
             serviceChangedSubscribed = true
             return ([ATT.writeRequest] + ATT.le16(d) + [0x02, 0x00], .serviceChangedSubscription)
         }
+        if !nameAsked {
+            nameAsked = true
+            return ([ATT.readByTypeRequest] + ATT.le16(1) + ATT.le16(0xFFFF) + GATTUUID.deviceName.air, .deviceName)
+        }
         return nil
     }
 
@@ -61,8 +65,30 @@ extension GATTClient {
             break
         case let .write(handle):
             return [pdu == nil ? .writeFailed(handle: handle, error: error) : .written(handle: handle)]
+        case .deviceName:
+            // Not there, or refused even when encrypted: the phone stays known by its address.
+            guard let pdu else { break }
+            guard let name = Self.deviceName(pdu) else { malformed += 1; break }
+            return name.isEmpty ? [] : [.deviceName(name)]
         }
         return []
+    }
+
+    /// Read By Type Response for the Device Name: length, then the first (handle, value) entry.
+    /// The name is UTF-8 (invalid sequences replaced), control characters dropped, cut to
+    /// `maxNameLength` characters. Nil when the PDU is not such a response.
+    static func deviceName(_ pdu: [UInt8]) -> String? {
+        guard pdu.count >= 4, pdu[1] >= 2, pdu.count >= 2 + Int(pdu[1]) else { return nil }
+        let value = pdu[4..<(2 + Int(pdu[1]))]
+        var kept = String.UnicodeScalarView()
+        for scalar in String(decoding: value, as: UTF8.self).unicodeScalars {
+            switch scalar.properties.generalCategory {
+            case .control, .lineSeparator, .paragraphSeparator, .unassigned, .privateUse: continue
+            case .format where scalar != "\u{200D}": continue  // bidi overrides and the like; ZWJ joins emoji
+            default: kept.append(scalar)
+            }
+        }
+        return String(String(kept).trimmingCharacters(in: " ").prefix(maxNameLength))
     }
 
     /// Read By Type Response of characteristic declarations: length, then (handle, properties,

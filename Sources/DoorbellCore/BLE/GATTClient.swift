@@ -8,6 +8,7 @@
 // Source. One request at a time (ATT allows one outstanding request per bearer); a request without
 // an answer for 30 s ends the bearer (Vol 3 Part F §3.3.3), the link must be dropped. A request
 // refused for want of security is held, the link asked to encrypt, and it goes again once encrypted.
+// Last, once per connection, the phone's Device Name (GAP), so `agentctl phones` can say whose it is.
 
 public struct GATTClient: Sendable {
     public enum Action: Sendable, Equatable {
@@ -29,6 +30,8 @@ public struct GATTClient: Sendable {
         case securityRequired(error: UInt8)
         /// No answer within the ATT transaction timeout: the bearer is dead, drop the link.
         case timedOut
+        /// The phone's Device Name, as the owner set it (printable, at most `maxNameLength` characters).
+        case deviceName(String)
     }
 
     struct Characteristic: Sendable {
@@ -53,7 +56,7 @@ public struct GATTClient: Sendable {
 
     enum Purpose: Sendable, Equatable {
         case mtu, findService(Int), characteristics(Int), descriptors(value: UInt16, end: UInt16)
-        case serviceChangedSubscription, write(UInt16)
+        case serviceChangedSubscription, write(UInt16), deviceName
     }
 
     struct Request: Sendable {
@@ -64,6 +67,8 @@ public struct GATTClient: Sendable {
     }
 
     public static let transactionTimeoutMicros: Int64 = 30_000_000
+    /// Longer names are cut: a name is for a table row and a log line.
+    public static let maxNameLength = 64
     public static let ancsService = GATTUUID("7905F431-B5CE-4E99-A40F-4B1E122D00D0")!
     public static let notificationSource = GATTUUID("9FBF120D-6301-42D9-8C58-25E699A21DBD")!
     public static let controlPoint = GATTUUID("69D1D8F3-45E1-49A8-9821-9BBDFDAAD9D9")!
@@ -88,6 +93,8 @@ public struct GATTClient: Sendable {
     var descriptorCursor: [UInt16: UInt16] = [:]
     var serviceChangedSubscribed = false
     var reported = false
+    /// The Device Name is read once per connection, whatever Service Changed does meanwhile.
+    var nameAsked = false
 
     public init() { resetDiscovery() }
 
@@ -210,7 +217,7 @@ extension GATTClient.Purpose {
     var isDiscovery: Bool {
         switch self {
         case .findService, .characteristics, .descriptors, .serviceChangedSubscription: true
-        case .mtu, .write: false
+        case .mtu, .write, .deviceName: false
         }
     }
 }

@@ -56,8 +56,28 @@ public struct PhoneBonds: Sendable, Equatable {
         return bonds.remove(at: i)
     }
 
-    public mutating func seen(_ id: String, at now: Int64) {
-        if let i = bonds.firstIndex(where: { $0.id == id }) { bonds[i].lastSeenMicros = now }
+    /// The phone was connected until `now`; the bond as it is now.
+    @discardableResult
+    public mutating func seen(_ id: String, at now: Int64) -> PhoneBond? {
+        guard let i = bonds.firstIndex(where: { $0.id == id }) else { return nil }
+        bonds[i].lastSeenMicros = now
+        return bonds[i]
+    }
+
+    /// The phone's Device Name; the bond when the name changed.
+    public mutating func name(_ id: String, _ name: String) -> PhoneBond? {
+        guard let i = bonds.firstIndex(where: { $0.id == id }), bonds[i].name != name else { return nil }
+        bonds[i].name = name
+        return bonds[i]
+    }
+
+    /// Replaces the stored bond with the same identity; false (nothing added) when it is gone, so a
+    /// late update cannot bring back a phone that `forget` removed.
+    @discardableResult
+    public mutating func replace(_ bond: PhoneBond) -> Bool {
+        guard let i = bonds.firstIndex(where: { $0.address == bond.address }) else { return false }
+        bonds[i] = bond
+        return true
     }
 
     /// The bond a connecting address belongs to: its identity address itself, or a resolvable

@@ -86,6 +86,8 @@ extension PhoneSession {
                 status.lastError = "the phone refused the ANCS subscription (\(ATT.errorName(error))); forget the base station on the phone and pair again"
             }
             return []
+        case let .deviceName(name):
+            return named(name)
         case .ancsAbsent, .timedOut, .send:
             return []
         }

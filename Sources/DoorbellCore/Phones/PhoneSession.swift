@@ -42,6 +42,9 @@ public struct PhoneSession: Sendable {
         case storeBond(PhoneBond)
         /// Remove this phone's bond from the store (`BondStore.update { $0.forget(id) }`).
         case forgetBond(id: String)
+        /// The bond's name or last-seen time changed: write it if the store still has it
+        /// (`BondStore.update { $0.replace(bond) }`). A failure costs only that change.
+        case updateBond(PhoneBond)
         /// An event to record.
         case event(type: String, data: JSONValue)
         /// The door was answered: these doorbell notifications are being dismissed (none: none
@@ -72,6 +75,8 @@ public struct PhoneSession: Sendable {
     struct Link: Sendable {
         var connection: LEConnection
         var bond: PhoneBond?
+        /// The phone's Device Name, read before it paired (the bond takes it).
+        var name: String?
         var responder: SMPResponder?
         /// The key SMP derived on this link (MSB first): the answer to the next LTK request.
         var pairingKey: [UInt8]?
@@ -192,8 +197,7 @@ public struct PhoneSession: Sendable {
             return connected(c, at: now)
         case let .disconnected(handle, _):
             guard link?.connection.handle == handle else { return [] }
-            linkDropped()
-            return []
+            return linkDropped(at: now)
         case let .smp(handle, bytes):
             guard link?.connection.handle == handle else { return [] }
             return smp(bytes, at: now)
@@ -215,25 +219,39 @@ public struct PhoneSession: Sendable {
     }
 
     mutating func connected(_ c: LEConnection, at now: Int64) -> [Output] {
-        if link != nil { linkDropped() }
+        let out = link != nil ? linkDropped(at: now) : []
         // Types 2 and 3: the controller resolved the address to the identity (public or random).
         let bond = bonds.resolve(address: c.peerAddress, isRandom: c.peerAddressType & 1 == 1)
         link = Link(connection: c, bond: bond)
         if let bond { bonds.seen(bond.id, at: now) }
         status.phonesConnected = 1
         status.connectedPhone = bond?.id
-        return []
+        return out
     }
 
     /// Everything about the link goes; a response in progress is dropped whole, never half-delivered.
-    mutating func linkDropped() {
-        if let id = link?.bond?.id { tracker.phoneDisconnected(id) }
+    /// The bond keeps when the phone was last here, on disk too (`agentctl phones` after a restart).
+    mutating func linkDropped(at now: Int64) -> [Output] {
+        var out: [Output] = []
+        if let id = link?.bond?.id {
+            tracker.phoneDisconnected(id)
+            if let bond = bonds.seen(id, at: now) { out.append(.updateBond(bond)) }
+        }
         if assembler.linkDropped() != nil { status.fetchesAbandoned += 1 }
         link = nil
         status.phonesConnected = 0
         status.connectedPhone = nil
         status.encrypted = false
         status.readingNotifications = false
+        return out
+    }
+
+    /// The phone's Device Name: kept for the bond pairing will make, or the bond renamed.
+    mutating func named(_ name: String) -> [Output] {
+        link?.name = name
+        guard let id = link?.bond?.id, let bond = bonds.name(id, name) else { return [] }
+        link?.bond = bond
+        return [.updateBond(bond)]
     }
 
     func pairingOpen(at now: Int64) -> Bool { pairingUntil.map { now < $0 } ?? false }
@@ -280,7 +298,7 @@ public struct PhoneSession: Sendable {
             }
             // PhoneBond keeps keys in air order (least significant octet first), SMP in the spec's.
             let bond = PhoneBond(address: b.peerIdentity.address, addressIsRandom: b.peerIdentity.type == 1,
-                                 irk: irk.reversed(), ltk: b.ltk.reversed(), name: "", bondedAtMicros: now, lastSeenMicros: now)
+                                 irk: irk.reversed(), ltk: b.ltk.reversed(), name: link?.name ?? "", bondedAtMicros: now, lastSeenMicros: now)
             pendingBond = (bond, handle)
             out.append(.storeBond(bond))
         case let .failed(f):
@@ -341,7 +359,7 @@ extension PhoneSession {
 
 extension PhoneSession.Output {
     /// Makes the host call this output stands for; nil for those the shell carries out itself
-    /// (`storeBond`, `forgetBond`, `event`, `answered`). The actions returned go back through the shell's
+    /// (`storeBond`, `forgetBond`, `updateBond`, `event`, `answered`). The actions returned go back through the shell's
     /// dispatch like any other (link actions to `PhoneSession.handle`).
     public func perform(on host: inout HCIHost, at now: Int64) -> [HCIHost.Action]? {
         switch self {
@@ -350,7 +368,7 @@ extension PhoneSession.Output {
         case let .subscribe(handle): host.subscribeCharacteristic(handle, at: now)
         case let .write(handle, value): host.writeCharacteristic(handle, value, at: now)
         case .disconnect: host.disconnect(at: now)
-        case .storeBond, .forgetBond, .event, .answered: nil
+        case .storeBond, .forgetBond, .updateBond, .event, .answered: nil
         }
     }
 }

@@ -146,8 +146,10 @@ class Phone:
     def __init__(self, link, identity_address: str, truth=None, drop_after: float | None = None, *,
                  open_mode: bool = False, irk: bytes | None = None, notifications: list[dict] | None = None,
                  control_path: str | None = None, drop_mid_response: bool = False,
-                 encrypt_on_connect: bool = True, security_error: int = INSUFFICIENT_AUTHENTICATION) -> None:
+                 encrypt_on_connect: bool = True, security_error: int = INSUFFICIENT_AUTHENTICATION,
+                 name: str = "Anna’s iPhone") -> None:
         self.link = link
+        self.name = name  # GAP Device Name, readable unencrypted as on iOS
         self.truth = truth
         self.drop_after = drop_after
         self.open_mode = open_mode
@@ -191,7 +193,7 @@ class Phone:
             # The identity is public, as an iPhone's is; the air only ever sees private addresses.
             address = hci.Address.generate_private_address(self.irk)
             self.controller = Controller("phone", link=self.link, public_address=self.identity)
-        self.device = Device(name="phone", address=address,
+        self.device = Device(name=self.name, address=address,
                              host=Host(self.controller, AsyncPipeSink(self.controller)))
         self.device.irk = self.irk
         self.device.keystore = MemoryKeyStore()
