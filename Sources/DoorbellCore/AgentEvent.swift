@@ -9,6 +9,8 @@ public enum EventType: String, Sendable, CaseIterable {
     case doorbellLongPressed = "doorbell.long_pressed"
     case doorbellLongDoublePressed = "doorbell.long_double_pressed"
     case doorbellLongTriplePressed = "doorbell.long_triple_pressed"
+    /// A press of an answer button (`[[device]] kind = "answer_button"`): someone opened the door.
+    case doorAnswered = "door.answered"
     case beaconEntered = "beacon.entered"
     case beaconExited = "beacon.exited"
     /// The outbox hit its bounds and dropped events (data lists them): explains sequence gaps.

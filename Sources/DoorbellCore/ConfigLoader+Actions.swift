@@ -44,6 +44,8 @@ extension ConfigLoader {
             }
         }
         if let answer = t.bool("answer_phones") {
+            // An answer button's presses are door.answered; that is what answers unless `on` says otherwise.
+            if !t.has("on") { action.on = [.doorAnswered] }
             if !answer {
                 t.report("answer_phones", "false does nothing: leave the key out, or give this action exec or gpio_pulse")
             } else if t.has("exec") || t.has("gpio_pulse") {

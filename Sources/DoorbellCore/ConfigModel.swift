@@ -159,6 +159,8 @@ public enum MatchValue: Sendable, Equatable {
 
 public enum DeviceKind: String, Sendable, CaseIterable {
     case doorbell
+    /// A button inside the house that answers the door (AnswerButton): `door.answered`, not pushed.
+    case answerButton = "answer_button"
 }
 
 public struct DeviceConfig: Sendable, Equatable {

@@ -154,8 +154,9 @@ extension Agent {
     @discardableResult
     func acceptAll(_ incoming: [AgentEvent]) -> [OutboxEntry] {
         guard !incoming.isEmpty else { return [] }
+        let devices = config.devices
         let events = incoming.map { e -> AgentEvent in
-            var event = e
+            var event = AnswerButton.retype(e, devices: devices)
             event.bootID = Clocks.bootID
             return event
         }

@@ -120,6 +120,11 @@ public final class BLERadio: @unchecked Sendable {
                     status.withLock { $0.show(supervisor) } // the reason shows until reports flow again
                     log.warning("radio.ble_stalled", [("radio", "ble"), ("stall_s", String(settings.stallSeconds))])
                     sink(.health(false))
+                case .scanRearmed:
+                    degraded.withLock { $0 = true }
+                    log.warning("radio.ble_scan_rearmed", [("radio", "ble"), ("stall_s", String(settings.stallSeconds)),
+                                                          ("why", "no advertising reports while a phone is connected; scan switched off and on (a reset would drop the phone)")])
+                    sink(.health(false))
                 case let .connected(c):
                     log.info("ble.connected", [("peer", c.peerAddress.map { Hex.encode([$0], uppercase: true) }.joined(separator: ":")),
                                                ("handle", String(c.handle))])

@@ -1,4 +1,5 @@
 import DoorbellCore
+import Foundation
 import Testing
 
 /// `[[action]] answer_phones`: a configured button answers the door on the owner's phones. The
@@ -87,5 +88,65 @@ import Testing
         let errors = Self.errors(c.toml)
         #expect(errors.contains(c.message), "\(errors)")
         #expect(errors.split(separator: "\n").count == 1, "one problem, one message: \(errors)")
+    }
+}
+
+/// `[[device]] kind = "answer_button"`: its presses are `door.answered`, which the cloud does not
+/// push and the chime's default action does not ring; an `answer_phones` action answers on it by default.
+@Suite struct AnswerButtonTests {
+    static let config = """
+    gateway_id = "gw"
+    [radio.ble]
+    transport = "hci"
+    ancs = true
+    [[device]]
+    id = "front-door"
+    radio = "ble"
+    match = { address = "C0:11:22:33:44:01" }
+    [[device]]
+    id = "hall-button"
+    kind = "answer_button"
+    radio = "ble"
+    match = { address = "C0:11:22:33:44:02" }
+    [[action]]
+    name = "answer"
+    answer_phones = true
+    [[action]]
+    name = "chime"
+    exec = ["/usr/local/bin/chime"]
+    """
+
+    static func event(_ type: EventType, _ device: String, data: JSONValue = .object([("suppressed", .number(0))])) -> AgentEvent {
+        AgentEvent(type: type, device: DeviceRef(id: device, name: device, radio: "ble"), occurredAtMicros: 0, clockSynced: true, data: data)
+    }
+
+    @Test func anAnswerButtonsPressesAreDoorAnsweredWithTheirGesture() throws {
+        let c = try ConfigLoader.parse(text: Self.config, file: "agent.toml")
+        #expect(c.devices.map(\.kind) == [.doorbell, .answerButton])
+        let answered = AnswerButton.retype(Self.event(.doorbellDoublePressed, "hall-button"), devices: c.devices)
+        #expect(answered.type == .doorAnswered)
+        #expect(answered.data == .object([("suppressed", .number(0)), ("gesture", .string("double_pressed"))]))
+        #expect(AnswerButton.retype(Self.event(.doorbellPressed, "front-door"), devices: c.devices).type == .doorbellPressed)
+        let entered = Self.event(.beaconEntered, "hall-button")
+        #expect(AnswerButton.retype(entered, devices: c.devices) == entered, "only presses answer")
+    }
+
+    @Test func theAnswerActionFiresOnItAndTheChimeDoesNot() throws {
+        let c = try ConfigLoader.parse(text: Self.config, file: "agent.toml")
+        let answer = try #require(c.actions.first), chime = try #require(c.actions.last)
+        #expect(answer.on == [.doorAnswered])
+        let hall = AnswerButton.retype(Self.event(.doorbellPressed, "hall-button"), devices: c.devices)
+        let door = AnswerButton.retype(Self.event(.doorbellPressed, "front-door"), devices: c.devices)
+        #expect(answer.matches(hall) && !answer.matches(door))
+        #expect(chime.matches(door) && !chime.matches(hall), "answering the door does not ring the chime")
+        // An explicit `on` still wins: a long press of the doorbell itself may answer.
+        let own = try ConfigLoader.parse(text: Self.config.replacingOccurrences(of: "answer_phones = true", with: "on = [\"doorbell.long_pressed\"]\nanswer_phones = true"),
+                                         file: "agent.toml")
+        #expect(own.actions.first?.on == [.doorbellLongPressed])
+    }
+
+    @Test func anUnknownKindNamesTheKinds() {
+        let text = Self.config.replacingOccurrences(of: "kind = \"answer_button\"", with: "kind = \"answer\"")
+        #expect(AnswerPhonesActionTests.errors(text).contains("use one of doorbell, answer_button"))
     }
 }

@@ -33,14 +33,14 @@ struct PhoneLinkRig {
 
     static let ns: UInt16 = 0x0032, cp: UInt16 = 0x0035, ds: UInt16 = 0x0038
 
-    static func settings() -> BLERadioSettings {
-        HCIHostTests.settings { $0.ancsLink = true; $0.stallSeconds = 0 }
+    static func settings(stallSeconds: Int = 0) -> BLERadioSettings {
+        HCIHostTests.settings { $0.ancsLink = true; $0.stallSeconds = stallSeconds }
     }
 
-    init(buffers: Int = 2, aclLength: Int = 27, extended: Bool = false) {
+    init(buffers: Int = 2, aclLength: Int = 27, extended: Bool = false, stallSeconds: Int = 0) {
         self.buffers = buffers
         self.aclLength = aclLength
-        host = HCIHost(settings: Self.settings(), transportName: "hci0")
+        host = HCIHost(settings: Self.settings(stallSeconds: stallSeconds), transportName: "hci0")
         database = Self.iPhoneDatabase()
         var actions = host.start(at: 0)
         for _ in 0..<30 {

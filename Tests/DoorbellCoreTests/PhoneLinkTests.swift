@@ -209,6 +209,31 @@ import Testing
         #expect(rig.gattEvents.last == .notification(handle: PhoneLinkRig.ns, [0x07]))
     }
 
+    @Test func aQuietAirWhileAPhoneIsConnectedRearmsTheScanInsteadOfResettingAndDroppingThePhone() {
+        for extended in [false, true] {
+            var rig = PhoneLinkRig(extended: extended, stallSeconds: 60)
+            rig.connect()
+            rig.commands.removeAll()
+            // No advertising report since the bring-up at 0: the stall limit passes with the phone on.
+            rig.advance(to: 61_000_000)
+            #expect(rig.events.contains(.scanRearmed) && !rig.events.contains(.stalled))
+            let enable: UInt16 = extended ? 0x2042 : 0x200C
+            #expect(rig.commands.compactMap(HCIHostTests.opcode) == [enable, enable], "scan off, scan on; no Reset, no Disconnect")
+            #expect(rig.commands.map { $0[4] } == [0x00, 0x01])
+            #expect(rig.host.connection != nil && rig.host.isScanning)
+            // Again after another quiet stall time, not before.
+            rig.events.removeAll()
+            rig.advance(to: 100_000_000)
+            #expect(!rig.events.contains(.scanRearmed))
+            // The phone left: a quiet scan is reset as before.
+            rig.disconnect()
+            rig.commands.removeAll()
+            rig.advance(to: 122_000_000)
+            #expect(rig.events.contains(.stalled))
+            #expect(rig.commands.compactMap(HCIHostTests.opcode).first == 0x0C03, "the bring-up again, from Reset")
+        }
+    }
+
     @Test func aServiceChangedIndicationRunsDiscoveryAgain() {
         var rig = PhoneLinkRig()
         rig.connect()

@@ -3,9 +3,10 @@ import DoorbellRuntime
 import Foundation
 import XCTest
 
-/// Issue #18, dismiss from the door: a button configured as `[[action]] answer_phones` (here a
-/// BTHome button in the hall) answers the door — the emulated iPhone performs the negative
-/// action on the doorbell app's alert — and the doorbell's own button does not.
+/// Issue #18, dismiss from the door: an answer button in the hall (`kind = "answer_button"`, a BLE
+/// button) and an `[[action]] answer_phones` answer the door — the emulated iPhone performs the
+/// negative action on the doorbell app's alert — and the doorbell's own button does not. The hall
+/// button's presses are `door.answered`, never a doorbell press the cloud would push.
 final class PhoneAnswerButtonTests: XCTestCase {
     func testTheHallButtonDismissesTheDoorbellAlertOnThePhone() throws {
         try EmulatedPhone.requireHarness()
@@ -32,11 +33,11 @@ final class PhoneAnswerButtonTests: XCTestCase {
         match = { address = "C0:11:22:33:44:01" }
         [[device]]
         id = "hall-button"
+        kind = "answer_button"
         radio = "ble"
         match = { address = "C0:11:22:33:44:02" }
         [[action]]
         name = "answer"
-        devices = ["hall-button"]
         answer_phones = true
         """)
         let agent = try startAgent(dir, config: config, socket: socket)
@@ -76,6 +77,11 @@ final class PhoneAnswerButtonTests: XCTestCase {
         }
         XCTAssertEqual(answerAction()?["runs"]?.intValue, 1, diagnostics())
         XCTAssertTrue(agent.stderr.contains(#"phone.answered dismissed="Front door" phones=1 uids=41"#), diagnostics())
+        let answered = events("door.answered")
+        XCTAssertEqual(answered.map { $0["device"]?["id"]?.stringValue }, ["hall-button"])
+        XCTAssertEqual(answered.first?["data"]?["gesture"]?.stringValue, "pressed")
+        XCTAssertFalse(events("doorbell.pressed").contains { $0["device"]?["id"]?.stringValue == "hall-button" },
+                       "the hall button's press would be pushed to every phone as someone at the door")
 
         // Again: nothing rings any more, and the log says so.
         XCTAssertEqual(try injectPress(socket, device: "hall-button"), 0)

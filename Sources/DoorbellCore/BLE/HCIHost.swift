@@ -39,6 +39,10 @@ public struct HCIHost: Sendable {
         case scanning(BLEControllerInfo, extended: Bool)
         /// No report for `stallSeconds`: the bring-up starts again on the same transport.
         case stalled
+        /// No report for `stallSeconds` while a phone is connected: the scan is switched off and
+        /// on again instead, since a reset would drop the phone (and in a quiet house, every
+        /// `stallSeconds`). The controller is alive: it carries the phone's link.
+        case scanRearmed
         /// Give up on this transport (the shell closes it and its supervisor backs off).
         case failed(HCIFailure)
         /// A phone connected (the base station is the peripheral).
@@ -74,8 +78,9 @@ public struct HCIHost: Sendable {
     ]
 
     /// Commands about one connection, or advertising again after it: a refusal after bring-up means
-    /// the connection went meanwhile (or advertising runs already), not a broken controller.
-    static let refusalTolerated: Set<UInt16> = [0x0406, 0x201A, 0x201B, 0x200A, 0x2039]
+    /// the connection went meanwhile (or advertising runs already), not a broken controller; a scan
+    /// switched off that was off already (older controllers say Command Disallowed).
+    static let refusalTolerated: Set<UInt16> = [0x0406, 0x201A, 0x201B, 0x200A, 0x2039, 0x200C, 0x2042]
 
     public let settings: BLERadioSettings
     /// The transport's name, for messages ("hci0", "/dev/ttyACM0", "127.0.0.1:9000").
@@ -169,7 +174,11 @@ public struct HCIHost: Sendable {
         }
         let gatt = linkTick(at: now)
         if isScanning, settings.stallSeconds > 0, now - lastReport > Int64(settings.stallSeconds) * 1_000_000 {
-            return gatt + [.stalled] + start(at: now)
+            guard link.connection != nil, let info else { return gatt + [.stalled] + start(at: now) }
+            lastReport = now
+            script += usesExtendedScan(info) ? [(0x2042, [0x00, 0x00, 0, 0, 0, 0]), (0x2042, [0x01, 0x00, 0, 0, 0, 0])]
+                                             : [(0x200C, [0x00, 0x00]), (0x200C, [0x01, 0x00])]
+            return gatt + [.scanRearmed] + advance(at: now)
         }
         return gatt + advance(at: now)
     }

@@ -213,7 +213,7 @@ public struct PhoneSession: Sendable {
         case let .scanning(info, _):
             if let a = info.publicAddress { localAddress = BLEIdentityAddress(type: 0, address: a) }
             return []
-        case .send, .received, .reports, .stalled, .failed:
+        case .send, .received, .reports, .stalled, .scanRearmed, .failed:
             return []
         }
     }

@@ -40,7 +40,7 @@ extension BLERadioSettings: Radio {
             RadioOption("ancs_share_text", .bool(default: false),
                         help: "with `ancs`: put the notification's title and message into `phone.notification` events; off, they never leave the base station"),
             RadioOption("stall_s", .int(0...86_400, default: 120),
-                        help: "no advertising report for this long: the controller is reset and the radio shows `degraded` until reports flow again (0 = off)"),
+                        help: "no advertising report for this long: the controller is reset and the radio shows `degraded` until reports flow again (0 = off); while a phone is connected (`ancs`) the scan is switched off and on instead, since a reset would drop the phone"),
             RadioOption("command_timeout_ms", .int(100...60_000, default: 2_000),
                         help: "how long one HCI command may wait for its Command Complete/Status; then the controller is restarted with backoff"),
         ],
