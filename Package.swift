@@ -46,10 +46,8 @@ let package = Package(
         ),
         .executableTarget(
             name: "doorbell-agent",
-            dependencies: [
-                "DoorbellCore", "DoorbellRuntime",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ]
+            // No ArgumentParser: its Foundation would be ≈ 3 MiB of every gateway's binary.
+            dependencies: ["DoorbellCore", "DoorbellRuntime"]
         ),
         .executableTarget(
             name: "agentctl",

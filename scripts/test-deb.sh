@@ -27,7 +27,9 @@ for f in usr/bin/doorbell-agent usr/bin/agentctl lib/systemd/system/doorbell-age
          usr/lib/sysusers.d/doorbell-agent.conf usr/lib/tmpfiles.d/doorbell-agent.conf \
          etc/doorbell-agent/agent.toml etc/doorbell-agent/rtl_433-doorbells.conf \
          usr/share/man/man1/doorbell-agent.1.gz usr/share/man/man1/agentctl.1.gz \
-         usr/share/bash-completion/completions/agentctl usr/share/doc/doorbell-agent/copyright; do
+         usr/share/bash-completion/completions/agentctl usr/share/bash-completion/completions/doorbell-agent \
+         usr/share/zsh/vendor-completions/_doorbell-agent usr/share/fish/vendor_completions.d/doorbell-agent.fish \
+         usr/share/doc/doorbell-agent/copyright; do
   check "file /$f" test -e "$root/$f"
 done
 check "conffiles registered" grep -q /etc/doorbell-agent/agent.toml "$root/var/lib/dpkg/info/doorbell-agent.conffiles"
@@ -36,6 +38,9 @@ check "postinst created its group" grep -q '^doorbell-agent:' "$root/etc/group"
 check "postinst enabled the unit" test -L "$root/etc/systemd/system/multi-user.target.wants/doorbell-agent.service"
 check "the shipped binary accepts the shipped config" "$root/usr/bin/doorbell-agent" check-config "$root/etc/doorbell-agent/agent.toml"
 check "man page renders" sh -c "zcat '$root/usr/share/man/man1/agentctl.1.gz' | grep -q 'inject'"
+# doorbell-agent's help, man page and completions come from its own parser (AgentCommandLine).
+check "the agent's man page names its subcommands" sh -c "zcat '$root/usr/share/man/man1/doorbell-agent.1.gz' | grep -q 'encode\\\\-ook'"
+check "the agent's bash completion parses" bash -n "$root/usr/share/bash-completion/completions/doorbell-agent"
 check "dpkg --purge removes it" dpkg --root="$root" --force-script-chrootless --force-not-root --log=/dev/null --purge doorbell-agent
 check "no binary left after purge" test ! -e "$root/usr/bin/doorbell-agent"
 echo "test-deb: $passed passed, $failed failed"

@@ -1,17 +1,51 @@
-import ArgumentParser
 import DoorbellCore
 import DoorbellRuntime
 import Glibc
 
+/// The command line is parsed by `AgentCommandLine` in the core (hand-written: see
+/// CommandLineSpec.swift); here each command runs. Usage errors exit 64 (EX_USAGE).
 @main
-struct DoorbellAgentCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "doorbell-agent",
-        abstract: "Doorbell base station agent: radios → presses → signed HTTPS events.",
-        version: AgentVersion.current,
-        subcommands: [Run.self, CheckConfig.self, Replay.self, Pubkey.self, EncodeOOK.self, Version.self],
-        defaultSubcommand: Run.self
-    )
+enum DoorbellAgentCommand {
+    static func main() {
+        let invocation: AgentInvocation
+        do {
+            invocation = try AgentCommandLine.parse(Array(CommandLine.arguments.dropFirst()))
+        } catch {
+            printError("Error: \(error.message)")
+            var hint = AgentCommandLine.spec.usageHint(command: error.command)
+            hint.removeLast()
+            printError(hint)
+            exit(64)
+        }
+        do {
+            switch invocation {
+            case let .help(text), let .completionScript(text): print(text, terminator: "")
+            case let .version(version): print(version)
+            case let .command(command): try run(command)
+            }
+        } catch {
+            exit(error.code)
+        }
+        exit(0)
+    }
+
+    static func run(_ command: AgentCommand) throws(AgentExit) {
+        switch command {
+        case let .run(config, logLevel): try Run(config: config, logLevel: logLevel).run()
+        case let .checkConfig(file): try CheckConfig(file: file).run()
+        case let .replay(config, files): try Replay(config: config, files: files).run()
+        case let .pubkey(config): try Pubkey(config: config).run()
+        case let .encodeOOK(request): EncodeOOK(request: request).run()
+        case .version: print("doorbell-agent \(AgentVersion.current)")
+        }
+    }
+}
+
+/// Ends the agent with this exit status (sysexits.h: 78 EX_CONFIG, 65 EX_DATAERR, ...), after the
+/// reason was printed.
+struct AgentExit: Error {
+    let code: Int32
+    init(_ code: Int32) { self.code = code }
 }
 
 /// One read and validation of a config file: the config and the bytes it came from, or every
@@ -28,19 +62,19 @@ func readConfig(_ path: String) -> Result<(AgentConfig, [UInt8]), ConfigError> {
 }
 
 /// Reads and validates a config file; prints every issue and exits 78 (EX_CONFIG) on error.
-func loadConfig(_ path: String) throws -> AgentConfig {
+func loadConfig(_ path: String) throws(AgentExit) -> AgentConfig {
     switch readConfig(path) {
     case let .success((config, _)): return config
     case let .failure(error):
         printError(error.description)
-        throw ExitCode(78)
+        throw AgentExit(78)
     }
 }
 
 /// The config, or — when it cannot be read or is invalid and a copy of the last config that
 /// loaded exists — that copy, with the reason it is in use (nil when the file itself loaded).
 /// A gateway keeps ringing after a power cut tore an edit; without a copy it exits 78 as before.
-func loadConfigOrLastGood(_ path: String) throws -> (AgentConfig, [UInt8], String?) {
+func loadConfigOrLastGood(_ path: String) throws(AgentExit) -> (AgentConfig, [UInt8], String?) {
     let failure: ConfigError
     switch readConfig(path) {
     case let .success((config, bytes)): return (config, bytes, nil)
@@ -49,7 +83,7 @@ func loadConfigOrLastGood(_ path: String) throws -> (AgentConfig, [UInt8], Strin
     printError(failure.description)
     guard let stateDir = LastGoodConfig.stateDirBeforeConfig(), let saved = LastGoodConfig.load(stateDir: stateDir),
           let cfg = try? ConfigLoader.parse(bytes: saved, file: path, checks: ConfigFileChecks(isReadableFile: { isReadableFile($0) })) else {
-        throw ExitCode(78)
+        throw AgentExit(78)
     }
     let first = failure.issues.first?.description ?? failure.description
     let problem = "\(first) — running on the last good copy (\(LastGoodConfig.path(stateDir: stateDir))); fix the file, then systemctl reload doorbell-agent"
@@ -64,23 +98,18 @@ func printError(_ message: String) {
 }
 
 extension DoorbellAgentCommand {
-    struct Run: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Run the agent until SIGTERM or SIGINT.")
+    struct Run {
+        let config: String
+        let logLevel: String?
 
-        @Option(name: .long, help: "Config file.")
-        var config = "/etc/doorbell-agent/agent.toml"
-
-        @Option(name: .long, help: "Override [log] level: debug, info, notice, warning, error.")
-        var logLevel: String?
-
-        func run() throws {
+        func run() throws(AgentExit) {
             StopSignals.block()
             let (cfg, bytes, problem) = try loadConfigOrLastGood(config)
             var level = cfg.log.level
             if let logLevel {
                 guard let l = LogLevel(rawValue: logLevel) else {
                     printError("--log-level: unknown level \"\(logLevel)\"; use one of \(LogLevel.allCases.map(\.rawValue).joined(separator: ", "))")
-                    throw ExitCode(64)
+                    throw AgentExit(64)
                 }
                 level = l
             }
@@ -97,44 +126,26 @@ extension DoorbellAgentCommand {
                 try agent.start()
             } catch {
                 log.error("agent.start_failed", [("error", error.description)])
-                throw ExitCode(error.exitCode)
+                throw AgentExit(error.exitCode)
             }
             agent.runUntilStopped(notifier: SystemdNotifier(), configPath: config)
         }
     }
 
-    struct CheckConfig: ParsableCommand {
-        static let configuration = CommandConfiguration(
-            commandName: "check-config", abstract: "Validate a config file; exit 0 if good, 78 (EX_CONFIG) with every problem listed if not.")
+    struct CheckConfig {
+        let file: String
 
-        @Argument(help: "Config file.")
-        var file = "/etc/doorbell-agent/agent.toml"
-
-        func run() throws {
+        func run() throws(AgentExit) {
             let cfg = try loadConfig(file)
             print("\(file): OK — gateway \(cfg.gatewayID), \(cfg.devices.count) device(s), radio rtl433 \(cfg.rtl433 == nil ? "off" : "on"), radio ook \(cfg.ook.map { "on (\($0.source.rawValue))" } ?? "off"), radio ble \(cfg.ble == nil ? "off" : "on"), \(cfg.regions.count) region(s), uplink \(cfg.uplink?.url ?? "not configured")")
         }
     }
 
-    struct Replay: ParsableCommand {
-        static let configuration = CommandConfiguration(
-            abstract: "Run recordings through the decoders and trackers; print events as JSON lines.",
-            discussion: """
-            Takes rtl_433 JSON lines (.json/.jsonl: each line's own `time` drives the tracker, so a
-            recording replays with its real spacing) and OOK timelines (.ook rtl_433 pulse data,
-            .vcd value change dumps: the agent's own EV1527/PT2262/rc-switch decoder, as on a GPIO
-            receiver; each event names the protocol, code and time unit), and .btsnoop HCI captures
-            (BTHome buttons and iBeacon regions; agentctl capture writes them). No network, no outbox.
-            Without --config every decoded transmitter counts as a device.
-            """)
+    struct Replay {
+        let config: String?
+        let files: [String]
 
-        @Option(name: .long, help: "Config file whose devices and tracker settings to use.")
-        var config: String?
-
-        @Argument(help: "rtl_433 JSON line files (rtl_433 -F json output), .ook or .vcd timelines, .btsnoop captures.")
-        var files: [String]
-
-        func run() throws {
+        func run() throws(AgentExit) {
             let cfg = try config.map(loadConfig)
             var ook = OOKPipeline(directory: cfg.map { DeviceDirectory(devices: $0.devices) }, button: cfg?.button ?? ButtonTracker.Settings(),
                                   decoder: cfg?.ook?.decoder ?? OOKDecoder.Settings(), glitchMicros: Int64(cfg?.ook?.glitchMicros ?? 80))
@@ -157,12 +168,12 @@ extension DoorbellAgentCommand {
             for file in files {
                 guard let bytes = readFile(file, maxBytes: 256 << 20) else {
                     printError("\(file): cannot read: \(errnoText())")
-                    throw ExitCode(66)
+                    throw AgentExit(66)
                 }
                 let recording: Recording
                 do { recording = try Recording.read(fileName: file, bytes: bytes) } catch {
                     printError(error.description)
-                    throw ExitCode(65)
+                    throw AgentExit(65)
                 }
                 let start = timeline.place(recording)
                 for input in recording.inputs {
@@ -196,15 +207,10 @@ extension DoorbellAgentCommand {
         }
     }
 
-    struct Pubkey: ParsableCommand {
-        static let configuration = CommandConfiguration(
-            abstract: "Print the device public key, creating the key first if there is none (factory enrollment).",
-            discussion: "Prints `ed25519:<base64>`, the form the receiver and enrollment take. agentctl pubkey asks a running agent instead.")
+    struct Pubkey {
+        let config: String
 
-        @Option(name: .long, help: "Config file (its paths.state_dir holds the key).")
-        var config = "/etc/doorbell-agent/agent.toml"
-
-        func run() throws {
+        func run() throws(AgentExit) {
             let cfg = try loadConfig(config)
             let log = Logger(level: .notice)
             do {
@@ -213,73 +219,40 @@ extension DoorbellAgentCommand {
                 print("ed25519:" + DeviceKeyStore.publicKeyBase64(key.publicKey))
             } catch let error as AgentStartError {
                 printError(error.description)
-                throw ExitCode(error.exitCode)
+                throw AgentExit(error.exitCode)
             } catch {
                 printError("\(error)")
-                throw ExitCode(73)
+                throw AgentExit(73)
             }
         }
     }
 
-    struct EncodeOOK: ParsableCommand {
-        static let configuration = CommandConfiguration(
-            commandName: "encode-ook",
-            abstract: "Write a fixed-code button press as rtl_433 pulse data (.ook) or a pin timeline (.vcd) to stdout.",
-            discussion: """
-            Test a decoder setup without a transmitter: rtl_433 -c board/common/rtl_433-doorbells.conf -r FILE.ook,
-            or doorbell-agent replay FILE.vcd (the GPIO receiver's decoder).
-            """)
-
-        @Option(help: "24-bit code, hex (e.g. 0x5A3C91).") var code: String
-        @Option(help: "Time unit T in microseconds.") var tUs = 350
-        @Option(help: "Words per press.") var repeats = 20
-        @Option(help: "Uniform timing jitter, ± microseconds.") var jitterUs = 30
-        @Option(help: "Presses, separated by --gap-ms.") var presses = 1
-        @Option(help: "Silence between presses, milliseconds.") var gapMs = 5_000
-        @Option(help: "Random seed (same seed, same file).") var seed: UInt64 = 1
-        @Option(help: "rc-switch protocol 1-6 (1 = EV1527/PT2262 timing).") var `protocol` = 1
-        @Flag(help: "Sync after the bits, as PT2262 chips send it.") var syncLast = false
-        @Flag(help: "Write a value change dump of the receiver pin (.vcd) instead of rtl_433 pulse data.") var vcd = false
-        @Option(help: "With --vcd: receiver noise spikes per second of silence before and after the press (0 = clean).") var noisePerSecond = 0
-
-        func validate() throws {
-            guard let v = ConfigLoader.parseCode(code), v >= 0, v < 1 << 24 else { throw ValidationError("--code must be a 24-bit hex code like 0x5A3C91") }
-            guard (50...2_000).contains(tUs) else { throw ValidationError("--t-us must be 50...2000") }
-            guard (1...200).contains(repeats), (0...500).contains(jitterUs), (1...100).contains(presses) else {
-                throw ValidationError("--repeats 1...200, --jitter-us 0...500, --presses 1...100")
-            }
-            guard (1...6).contains(`protocol`) else { throw ValidationError("--protocol must be 1...6 (rc-switch's table)") }
-            guard (0...5_000).contains(noisePerSecond) else { throw ValidationError("--noise-per-second must be 0...5000") }
-        }
+    struct EncodeOOK {
+        let request: EncodeOOKRequest
 
         func run() {
-            let value = UInt32(ConfigLoader.parseCode(code) ?? 0)
-            var rng = SeededRandom(seed: seed)
-            var encoder = EV1527Encoder(timeUnitMicros: tUs, repeats: repeats, jitterMicros: jitterUs)
-            encoder.rcSwitchProtocol = `protocol`
-            encoder.syncFirst = !syncLast
+            let r = request
+            var rng = SeededRandom(seed: r.seed)
+            var encoder = EV1527Encoder(timeUnitMicros: r.timeUnitMicros, repeats: r.repeats, jitterMicros: r.jitterMicros)
+            encoder.rcSwitchProtocol = r.rcSwitchProtocol
+            encoder.syncFirst = !r.syncLast
             var pulses: [Pulse] = []
-            for i in 0..<presses {
-                var press = encoder.press(code: value, random: &rng)
+            for i in 0..<r.presses {
+                var press = encoder.press(code: r.codeValue, random: &rng)
                 // A press ends after its last bit; the next one starts after the silence.
-                if i < presses - 1, let last = press.indices.last { press[last].lowMicros = gapMs * 1000 }
+                if i < r.presses - 1, let last = press.indices.last { press[last].lowMicros = r.gapMillis * 1000 }
                 pulses += press
             }
-            var command = "doorbell-agent encode-ook --code \(code) --t-us \(tUs) --repeats \(repeats) --jitter-us \(jitterUs) --presses \(presses) --seed \(seed)"
-            if `protocol` != 1 { command += " --protocol \(`protocol`)" }
-            if syncLast { command += " --sync-last" }
-            if vcd {
-                if noisePerSecond > 0 { command += " --noise-per-second \(noisePerSecond)" }
-                let edges = VCDTimeline.withNoise(PulseRecording.edges(pulses: pulses), spikesPerSecond: noisePerSecond, random: &rng)
+            var command = "doorbell-agent encode-ook --code \(r.code) --t-us \(r.timeUnitMicros) --repeats \(r.repeats) --jitter-us \(r.jitterMicros) --presses \(r.presses) --seed \(r.seed)"
+            if r.rcSwitchProtocol != 1 { command += " --protocol \(r.rcSwitchProtocol)" }
+            if r.syncLast { command += " --sync-last" }
+            if r.vcd {
+                if r.noisePerSecond > 0 { command += " --noise-per-second \(r.noisePerSecond)" }
+                let edges = VCDTimeline.withNoise(PulseRecording.edges(pulses: pulses), spikesPerSecond: r.noisePerSecond, random: &rng)
                 print(VCDTimeline.write(edges, comment: command + " --vcd"), terminator: "")
             } else {
                 print(OOKPulseFile.write(pulses, comment: command), terminator: "")
             }
         }
-    }
-
-    struct Version: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Print the version.")
-        func run() { print("doorbell-agent \(AgentVersion.current)") }
     }
 }

@@ -29,7 +29,7 @@ enum FuzzTarget: String, CaseIterable {
         return host
     }
 
-    case json, rtl433, config, control, pulses, ooktext, vcd, hci, ad, bthome, secret, eddystone, ancs, smp, acl, phone
+    case json, rtl433, config, control, pulses, ooktext, vcd, hci, ad, bthome, secret, eddystone, ancs, smp, acl, phone, cli
 
     func run(_ bytes: [UInt8]) {
         switch self {
@@ -41,6 +41,19 @@ enum FuzzTarget: String, CaseIterable {
             }
             if let secret = try? WebhookSecret(parsing: text) {
                 precondition(secret.keyBytes.count >= 16, "a short secret was accepted")
+            }
+        case .cli:
+            // doorbell-agent's words, one per line: a command, a text to print, or a usage error
+            // that says something; never a crash.
+            let words = String(decoding: bytes, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+            do {
+                switch try AgentCommandLine.parse(words) {
+                case let .help(text), let .completionScript(text), let .version(text):
+                    precondition(!text.isEmpty, "an empty text to print")
+                case .command: break
+                }
+            } catch {
+                precondition(!error.message.isEmpty, "a usage error without a message")
             }
         case .json:
             if let v = try? JSONReader.parse(bytes: bytes) {
