@@ -158,7 +158,8 @@ extension DoorbellAgentCommand {
             var rng = SystemRandomNumberGenerator()
             var timeline = RecordingTimeline(start: 0)
             func emit(_ events: [AgentEvent], wall: Int64) {
-                for event in events {
+                for e in events {
+                    let event = AnswerButton.retype(e, devices: cfg?.devices ?? [])  // as the running agent types it
                     sequence += 1
                     let id = UUIDv7.make(unixMillis: wall / 1000, random: &rng)
                     print(String(decoding: event.body(id: id, sequence: sequence, gatewayID: cfg?.gatewayID ?? "replay",

@@ -94,20 +94,8 @@ import Testing
 /// `[[device]] kind = "answer_button"`: its presses are `door.answered`, which the cloud does not
 /// push and the chime's default action does not ring; an `answer_phones` action answers on it by default.
 @Suite struct AnswerButtonTests {
-    static let config = """
-    gateway_id = "gw"
-    [radio.ble]
-    transport = "hci"
-    ancs = true
-    [[device]]
-    id = "front-door"
-    radio = "ble"
-    match = { address = "C0:11:22:33:44:01" }
-    [[device]]
-    id = "hall-button"
-    kind = "answer_button"
-    radio = "ble"
-    match = { address = "C0:11:22:33:44:02" }
+    static let config = AnswerPhonesActionTests.ble.replacingOccurrences(of: "id = \"hall-button\"", with: "id = \"hall-button\"\nkind = \"answer_button\"") + """
+
     [[action]]
     name = "answer"
     answer_phones = true
