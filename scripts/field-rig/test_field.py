@@ -273,11 +273,89 @@ systemctl is-enabled doorbell-agent; id doorbell-agent; stat -c '%U %a' /var/lib
         self.assertEqual(self.ble(s)["state"], "running")
         self.detach_controller(radio)
 
-    def attach_controller(self, scenario, name):
+    def test_3c_phone_on_the_kernel(self):
+        """The owner's iPhone (the Bumble phone of ancs_phone.py) on the same air as hci0, the agent
+        as its peripheral through the exclusive user channel under the unit: `agentctl pair` by an
+        installer, LE Secure Connections bonding kept 0600 in /var/lib/doorbell-agent, the doorbell
+        app's notification read back as push.displayed, a call as phone.notification without its
+        text, `agentctl answer` dismissing on the phone, and after a restart of the agent the phone
+        (with a new private address) re-encrypts with its bond: no second pairing."""
+        control = os.path.join(self.dir, "phone-control.jsonl")
+        open(control, "w").close()
+
+        def tell(**line):
+            with open(control, "a") as f:
+                f.write(json.dumps(line) + "\n")
+
+        def phone(event):
+            return [t for t in radio.truth() if t["action"] == "phone_" + event]
+
+        def of_type(kind):
+            return [b for b in self.receiver.verified_bodies() if b["type"] == kind]
+
+        app = "com.example.doorbell"
+        # stall_s short: the phone stays linked across quiet stall times (nothing else advertises here).
+        self.configure(f'[radio.ble]\ntransport = "hci"\ndevice = "hci0"\nstall_s = 15\nancs = true\nancs_app = "{app}"')
+        radio = self.attach_controller({"name": "phone", "advertisers": [], "events": []}, "phone-radio",
+                                       extra=("--phone", "--phone-control", control))
+        self.wait_status("the BLE radio runs", lambda s: self.ble(s)["state"] == "running" and s["phones"] is not None, 60)
+        self.assertEqual(phone("paired"), [], "a phone paired before pairing was opened")
+        self.g.sh("runuser -u rig-installer -- agentctl pair --seconds 120")
+        diag = lambda: "\n" + rig.read(radio.log)[-3000:] + "\n" + self.g.sh("journalctl -u doorbell-agent --no-pager | tail -40")
+        try:
+            self.wait_status("the phone bonded and its notifications read", lambda s: s["phones"]["reading_notifications"], 120)
+        except TimeoutError as e:
+            raise AssertionError(str(e) + diag())
+        self.assertEqual(len(phone("paired")), 1, diag())
+        out = self.g.sh("stat -c '%U %a' /var/lib/doorbell-agent/phones.json; runuser -u rig-installer -- agentctl phones")
+        self.assertIn("doorbell-agent 600", out)
+        self.assertIn("F4:0F:24:00:00:01", out)
+        self.assertIn("Anna’s iPhone", out, "the phone's Device Name, read over GATT")
+        self.assertIn("connected, reading notifications", out)
+
+        # No advertiser on the air: stall times pass with the phone linked. The scan is re-armed; a
+        # controller reset would drop the phone each time.
+        time.sleep(35)
+        self.assertEqual(phone("disconnected"), [], "the phone was dropped while linked" + diag())
+        self.assertIn("radio.ble_scan_rearmed", self.g.sh("journalctl -u doorbell-agent --no-pager | tail -200"))
+        self.assertTrue(self.status()["phones"]["reading_notifications"])
+
+        # The doorbell app's alert, with the reference the cloud put in its subtitle.
+        tell(op="post", uid=41, category="other", app_id=app, title="Front door", subtitle="#K3QF7", message="Someone is at the door")
+        rig.wait_for("push.displayed delivered", 60, lambda: of_type("push.displayed"), 1.0)
+        shown = of_type("push.displayed")
+        self.assertEqual(len(shown), 1, shown)
+        self.assertEqual(shown[0]["data"]["reference"], "K3QF7", shown)
+        tell(op="post", uid=42, category="incoming_call", app_id="com.apple.mobilephone", title="Mum", message="Incoming call")
+        rig.wait_for("phone.notification delivered", 60, lambda: of_type("phone.notification"), 1.0)
+        call = of_type("phone.notification")
+        self.assertEqual([c["data"]["category"] for c in call], ["incoming_call"], call)
+        self.assertNotIn("title", call[0]["data"], "titles stay on the base station by default")
+        self.g.sh("runuser -u rig-installer -- agentctl answer")
+        rig.wait_for("the phone dismissed the doorbell alert", 30,
+                     lambda: any(t.get("uid") == 41 and t.get("ancs_action") == "negative" for t in phone("performed")), 0.5)
+
+        # The owner walks away and comes back; here the agent restarts: the same bond, a new address.
+        addresses = {t.get("address") for t in phone("connected")}
+        self.g.sh("systemctl restart doorbell-agent")
+        rig.wait_for("the phone reconnected", 120, lambda: len(phone("connected")) >= 2, 1.0)
+        try:
+            self.wait_status("notifications read again", lambda s: s["phones"]["reading_notifications"], 120)
+        except TimeoutError as e:
+            raise AssertionError(str(e) + diag())
+        self.assertEqual(len(phone("paired")), 1, "the phone paired again instead of re-encrypting with its bond" + diag())
+        self.assertGreater(len({t.get("address") for t in phone("connected")}), len(addresses), "the phone kept its private address")
+        self.assertEqual(len(of_type("push.displayed")), 1, "a pre-existing notification was reported again")
+        # The bond remembers when the phone was last here (the stop dropped the link), on disk.
+        bond = json.loads(self.g.sh("cat /var/lib/doorbell-agent/phones.json"))
+        self.assertTrue(all(p.get("last_seen") and p.get("name") == "Anna’s iPhone" for p in bond["phones"]), bond)
+        self.detach_controller(radio)
+
+    def attach_controller(self, scenario, name, extra=()):
         """A Bumble controller on the host, bridged to /dev/vhci: hci0, which bluetoothd powers up
         (AutoEnable) as on Raspberry Pi OS. The scenario starts at the first LE Set Scan Enable, so
         the agent starts only once hci0 is up (not half-way through a restart when that comes)."""
-        radio = rig.VirtualRadio(self.dir, scenario, name=name)
+        radio = rig.VirtualRadio(self.dir, scenario, name=name, extra=extra)
         self.peers.append(radio)
         self.g.sh("systemctl stop doorbell-agent")
         self.g.sh(f"modprobe hci_vhci\nrm -f /run/rig-vhci\nsystemd-run --unit rig-vhci python3 /rig/bin/vhci_bridge.py --port {radio.port} --ready-file /run/rig-vhci\n"
