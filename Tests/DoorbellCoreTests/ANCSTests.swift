@@ -274,6 +274,20 @@ struct ANCSTests {
         }
     }
 
+    @Test func aStrayNotificationThatBeganLikeOurHeaderDoesNotCostTheRealResponse() throws {
+        let call = try Self.dataSourceCases()[0]
+        var clean = ANCSDataSourceAssembler()
+        let whole = try Self.run(call, into: &clean)
+        var a = ANCSDataSourceAssembler()
+        try a.sent(call.command, at: 0)
+        // The command byte and the UID's first octet, then nothing more of it.
+        #expect(a.receive(call.fragments[0].prefix(2), at: 1_000) == nil)
+        var outcomes: [ANCSDataSourceOutcome] = []
+        for f in call.fragments { if let o = a.receive(f, at: 2_000) { outcomes.append(o) } }
+        #expect(outcomes == whole, "the real response, read whole")
+        #expect(a.counters.unexpectedData == 1)
+    }
+
     @Test func theTimeoutCountsFromTheLastByteOfTheResponse() throws {
         var a = ANCSDataSourceAssembler()
         let call = try Self.dataSourceCases()[0]

@@ -182,10 +182,23 @@ public struct ANCSDataSourceAssembler: Sendable {
             return nil
         }
         pending = nil
+        // A header match begun in an earlier notification (re-read once from the start if it fails).
+        var carried = false
+        if case .header = p.stage, p.headerMatched > 0 { carried = true }
         var progressed = false
         for (offset, byte) in zip(0..., fragment) {
             switch p.stage {
             case .header:
+                if carried, byte != p.header[p.headerMatched] {
+                    // An earlier notification ended inside what looked like our header and this one
+                    // does not go on with it: that was a stray start. This one is read afresh.
+                    note(\.unexpectedData, "a notification that began like the response to \(p.command) and stopped")
+                    p.headerMatched = 0
+                    p.receivedBytes = 0
+                    pending = p
+                    counters.fragments -= 1
+                    return receive(fragment, at: now)
+                }
                 guard byte == p.header[p.headerMatched] else {
                     // Not the start of our response (a late answer to an abandoned command):
                     // drop the rest of this notification and keep waiting.
