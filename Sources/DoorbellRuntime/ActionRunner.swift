@@ -65,13 +65,12 @@ public final class ActionRunner: @unchecked Sendable {
 
     /// Queued, not waited for: the radio thread performs it and logs `phone.answered`.
     private func answer(_ action: ActionConfig, index: Int, event: AgentEvent) {
+        status.withLock { $0[index].runs += 1 }
         guard answerPhones() else {
             // The loader refuses answer_phones without ancs; a radio that could not start has no link.
             record(index, failure: "answer_phones: the phone link is not running (see radio ble in agentctl status)", action: action)
-            status.withLock { $0[index].runs += 1 }
             return
         }
-        status.withLock { $0[index].runs += 1 }
         log.info("action.answer_phones", [("action", action.name), ("device", event.device.id), ("event", event.type.rawValue)])
     }
 

@@ -86,8 +86,6 @@ public struct PhoneNotificationTracker: Sendable {
     public enum Output: Sendable, Equatable {
         /// An event to store (type, and its `data`).
         case event(type: String, data: JSONValue)
-        /// Ask the phone to perform the negative action (dismiss) on the notification.
-        case dismiss(PhoneDismissal)
     }
 
     struct Press: Sendable {
@@ -166,9 +164,10 @@ public struct PhoneNotificationTracker: Sendable {
         return out
     }
 
-    /// The door was answered: dismiss the ringing doorbell notification on every connected phone.
-    public mutating func answered() -> [Output] {
-        let out = ringing.filter { connected[$0.key] != nil }.sorted { $0.key < $1.key }.map { Output.dismiss($0.value) }
+    /// The door was answered: the ringing doorbell notification to dismiss on each connected phone
+    /// (the negative action).
+    public mutating func answered() -> [PhoneDismissal] {
+        let out = ringing.filter { connected[$0.key] != nil }.sorted { $0.key < $1.key }.map(\.value)
         ringing = [:]
         return out
     }

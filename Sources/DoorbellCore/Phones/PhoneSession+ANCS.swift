@@ -17,7 +17,7 @@ extension PhoneSession {
     /// (nothing, when no doorbell notification was ringing on a connected phone).
     public mutating func answered(at now: Int64) -> [Output] {
         var dismissing: [PhoneDismissal] = []
-        for case let .dismiss(d) in tracker.answered() where link?.bond?.id == d.phoneID {
+        for d in tracker.answered() where link?.bond?.id == d.phoneID {
             // Dismissing goes before the fetches waiting: the door is being answered now.
             link?.queue.insert(.dismiss(uid: d.uid), at: 0)
             trimQueue()
@@ -26,18 +26,11 @@ extension PhoneSession {
         return [.answered(dismissing: dismissing)] + pump(at: now)
     }
 
-    mutating func forward(_ outputs: [PhoneNotificationTracker.Output]) -> [Output] {
-        var out: [Output] = []
-        for o in outputs { out += trackerOutput(o) }
-        return out
-    }
-
-    mutating func trackerOutput(_ o: PhoneNotificationTracker.Output) -> [Output] {
-        switch o {
-        case let .event(type, data):
-            return [.event(type: type, data: data)]
-        case .dismiss:
-            return [] // only `answered` asks for these
+    func forward(_ outputs: [PhoneNotificationTracker.Output]) -> [Output] {
+        outputs.map { o in
+            switch o {
+            case let .event(type, data): .event(type: type, data: data)
+            }
         }
     }
 

@@ -66,11 +66,7 @@ public struct ANCSEventFlags: OptionSet, Hashable, Sendable, CustomStringConvert
     }
 
     public var description: String {
-        let names: [(ANCSEventFlags, String)] = [
-            (.silent, "silent"), (.important, "important"), (.preExisting, "pre-existing"),
-            (.positiveAction, "positive-action"), (.negativeAction, "negative-action"),
-        ]
-        var parts = names.filter { contains($0.0) }.map(\.1)
+        var parts = names.map { String($0.map { $0 == "_" ? "-" : $0 }) }
         if reservedBits != 0 { parts.append("reserved-0x\(String(reservedBits, radix: 16))") }
         return parts.isEmpty ? "none" : parts.joined(separator: ",")
     }
