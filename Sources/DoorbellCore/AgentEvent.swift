@@ -15,6 +15,9 @@ public enum EventType: String, Sendable, CaseIterable {
     case beaconExited = "beacon.exited"
     /// The outbox hit its bounds and dropped events (data lists them): explains sequence gaps.
     case gatewayEvicted = "gateway.evicted"
+    /// The uplink parked an event as a dead letter (refused for good, or failing while the
+    /// receiver took others): data says which, why, and how to send it again.
+    case gatewayDeadLetter = "gateway.dead_letter"
     /// From the owner's iPhones over ANCS (`[radio.ble] ancs`): delivery receipts of the pushes,
     /// notifications chosen as local triggers, and the bonds' changes.
     case pushDisplayed = "push.displayed"

@@ -175,6 +175,7 @@ extension ConfigLoader {
         if let v = t.int("retry_initial_ms", in: 10...600_000) { u.retryInitialMs = v }
         if let v = t.int("retry_max_ms", in: 100...86_400_000) { u.retryMaxMs = v }
         if let v = t.int("max_in_flight", in: 1...64) { u.maxInFlight = v }
+        if let v = t.int("park_after_failures", in: 3...1_000) { u.parkAfterFailures = v }
         if u.retryMaxMs < u.retryInitialMs { t.report("retry_max_ms", "must be at least retry_initial_ms (\(u.retryInitialMs))") }
         if let pin = t.string("pinned_public_key", required: false) {
             let pins = pin.split(separator: ";")

@@ -189,6 +189,9 @@ public struct UplinkSettings: Sendable, Equatable {
     public var requestTimeoutMs: Int = 15_000
     public var retryInitialMs: Int = 1_000
     public var retryMaxMs: Int = 300_000
+    /// An event that failed this many times while the receiver took other events is parked as a
+    /// dead letter (UplinkMachine.Settings.parkAfterFailures).
+    public var parkAfterFailures: Int = 15
     /// libcurl's CURLOPT_PINNEDPUBLICKEY: "sha256//base64[;sha256//...]".
     public var pinnedPublicKey: String?
     /// mTLS: the gateway's certificate and key (PEM).

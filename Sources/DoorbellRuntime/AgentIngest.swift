@@ -211,15 +211,15 @@ extension Agent {
             let result = try outbox.append(
                 newEvents, memory: memory, bounds: OutboxBounds(maxEvents: config.outbox.maxEvents, maxBytes: config.outbox.maxBytes),
                 report: { sequence, evicted in
-                    var types: [String: Int] = [:]
-                    for e in evicted { types[e.type, default: 0] += 1 }
+                    var explained = EvictionReport()
+                    for e in evicted {
+                        explained.add(sequence: e.sequence, type: e.type)
+                        if let body = e.reportBody { explained.carry(reportBody: body) }
+                    }
                     let report = AgentEvent(
                         type: .gatewayEvicted, device: DeviceRef(id: gateway, name: "gateway", radio: "none"),
                         occurredAtMicros: Clocks.wallMicros(), clockSynced: clockSynced,
-                        data: .object([("count", .number(Double(evicted.count))),
-                                       ("sequences", .array(evicted.prefix(1_000).map { .number(Double($0.sequence)) })),
-                                       ("types", .object(types.sorted { $0.key < $1.key }.map { ($0.key, .number(Double($0.value))) })),
-                                       ("reason", .string("outbox bounds: max_events \(config.outbox.maxEvents), max_bytes \(config.outbox.maxBytes)"))]))
+                        data: explained.data(reason: "outbox bounds: max_events \(config.outbox.maxEvents), max_bytes \(config.outbox.maxBytes)"))
                     return (reportID, report.type.rawValue, report.body(id: reportID, sequence: sequence, gatewayID: gateway, agentVersion: AgentVersion.current))
                 })
             counters.withLock {

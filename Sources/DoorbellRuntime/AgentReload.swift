@@ -65,7 +65,9 @@ extension Agent {
             }
         }
         let signer = WebhookSigner(hmacSecret: secret, deviceKey: uplink.signEd25519 ? deviceKey : nil)
-        return Deliverer(settings: uplink, clock: config.clock, gatewayID: config.gatewayID, signer: signer, outbox: outbox, log: log)
+        return Deliverer(settings: uplink, clock: config.clock, gatewayID: config.gatewayID, signer: signer, outbox: outbox, log: log) {
+            [unowned self] parked in reportDeadLetters(parked)
+        }
     }
 
     func makeRadio(_ config: AgentConfig) -> RTL433Radio? {

@@ -1,8 +1,8 @@
 import DoorbellCore
 import Glibc
 
-// Storage full: events are held in memory (bounded, lowest priority evicted first) and a
-// thread retries them, oldest first, until the outbox takes them.
+// Storage full: events are held in memory (bounded; the outbox's `EvictionPolicy` chooses what
+// goes) and a thread retries them, oldest first, until the outbox takes them.
 
 extension Agent {
     /// Holds events in memory (storage is full) and wakes the retry thread.
@@ -17,13 +17,13 @@ extension Agent {
         spillWake.signal()
     }
 
-    /// Memory is bounded too: past this many held events, the oldest of the lowest priority goes
-    /// (counted and logged), as in the outbox.
+    /// Memory is bounded too: past this many held events, the oldest of the lowest tier goes
+    /// (counted and logged), by the same policy as the outbox.
     static let maxHeldInMemory = 5_000
 
-    static func trimSpill(_ c: inout AgentCounters) -> AgentEvent? {
-        guard c.spilled.count > maxHeldInMemory else { return nil }
-        let victim = c.spilled.firstIndex { !$0.type.rawValue.hasPrefix("doorbell.") } ?? 0
+    static func trimSpill(_ c: inout AgentCounters, bound: Int = maxHeldInMemory) -> AgentEvent? {
+        guard c.spilled.count > bound,
+              let victim = EvictionPolicy().victim(amongOldestFirst: c.spilled.lazy.map(\.type.rawValue)) else { return nil }
         c.evicted += 1
         return c.spilled.remove(at: victim)
     }

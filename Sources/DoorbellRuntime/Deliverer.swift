@@ -1,11 +1,24 @@
 import DoorbellCore
 import Glibc
 
-// The uplink: takes events from the outbox in sequence order, signs each attempt afresh
-// (webhook-timestamp is the attempt's time), POSTs them over one kept-alive connection, and
-// removes each only after a 2xx. Under a backlog a window of up to `uplink.max_in_flight` events
-// is in flight at once (HTTP/2 streams; one after the other over HTTP/1.1), and the window's
-// outcomes are written in one transaction. Failures back off with full jitter; nothing is dropped.
+// The uplink: takes due events from the outbox in sequence order (a live press first), signs each
+// attempt afresh (webhook-timestamp is the attempt's time), POSTs them over one kept-alive
+// connection, and removes each only after a 2xx. Under a backlog a window of up to
+// `uplink.max_in_flight` events is in flight at once (HTTP/2 streams; one after the other over
+// HTTP/1.1), and the window's outcomes are written in one transaction. Every decision (which
+// events, the receiver's and each event's backoff, parking) is UplinkMachine's; nothing is dropped.
+
+/// An event the uplink parked as a dead letter, for the `gateway.dead_letter` report.
+public struct ParkedEvent: Sendable, Equatable {
+    public let id: String
+    public let sequence: Int64
+    public let type: String
+    /// "refused" (a 4xx that retrying cannot change) or "failing" (failed while the receiver took others).
+    public let reason: String
+    public let status: Int?
+    public let attempts: Int
+    public let error: String
+}
 
 public struct UplinkStatus: Sendable, Equatable {
     public var url: String
@@ -43,11 +56,14 @@ public final class Deliverer: @unchecked Sendable {
     /// While requests are outstanding: the monotonic time the uplink last made progress (the
     /// window started, or one of its requests finished); nil when idle. The watchdog's measure.
     public var busySinceMicros: Int64? { busySince.snapshot }
-    /// Every decision (window, backoff, Retry-After, 410, clock hold) is the machine's.
+    /// Every decision (window, backoff, Retry-After, 410, clock hold, parking) is the machine's.
     private var machine: UplinkMachine
+    /// Told of events parked as dead letters (stored already), to report them.
+    private let onParked: @Sendable ([ParkedEvent]) -> Void
 
     public init(settings: UplinkSettings, clock: ClockSettings = ClockSettings(requireSync: false), gatewayID: String,
-                signer: WebhookSigner, outbox: Outbox, log: Logger) {
+                signer: WebhookSigner, outbox: Outbox, log: Logger, onParked: @escaping @Sendable ([ParkedEvent]) -> Void = { _ in }) {
+        self.onParked = onParked
         self.settings = settings
         self.clock = clock
         self.gatewayID = gatewayID
@@ -57,11 +73,12 @@ public final class Deliverer: @unchecked Sendable {
         self.status = Locked(UplinkStatus(url: settings.url))
         machine = UplinkMachine(settings: UplinkMachine.Settings(
             maxInFlight: settings.maxInFlight, backoff: FullJitterBackoff(initialMillis: settings.retryInitialMs, capMillis: settings.retryMaxMs),
-            requireClockSync: clock.requireSync))
+            requireClockSync: clock.requireSync, parkAfterFailures: settings.parkAfterFailures))
     }
 
     public func start() {
         startThread(name: "uplink") { [self] in
+            do throws(OutboxError) { try outbox.clearBackoffs() } catch { log.error("outbox.write_failed", [("error", error.description)]) }
             loop()
             client = nil
             done.signal()
@@ -88,7 +105,12 @@ public final class Deliverer: @unchecked Sendable {
         while !isStopping {
             let pending: [OutboxEntry]
             do {
-                pending = try outbox.pending(limit: max(64, settings.maxInFlight + 1))
+                // The oldest due events, and the newest presses wherever they are in the backlog.
+                // A second early: the machine holds each event to its exact (monotonic) time, and a
+                // row the query missed by a millisecond would wait for the next wake-up.
+                let due = try outbox.due(nowWallMs: Clocks.wallMicros() / 1000 + 1_000, limit: max(64, settings.maxInFlight + 1))
+                let known = Set(due.map(\.id))
+                pending = (due + (try outbox.newestPresses(limit: 8)).filter { !known.contains($0.id) }).sorted { $0.sequence < $1.sequence }
             } catch {
                 log.error("outbox.read_failed", [("error", error.description)])
                 wake.wait(timeoutMicros: 5_000_000)
@@ -248,16 +270,24 @@ public final class Deliverer: @unchecked Sendable {
             return (a.entry.id, a.message.isEmpty ? lastError : a.message, at)
         }
         let delivered = zip(attempts, verdicts).filter { $0.1 == .delivered }.map(\.0)
-        let parked = zip(attempts, verdicts).filter { $0.1 == .parked }.map(\.0)
+        var parked: [ParkedEvent] = []
+        for (a, v) in zip(attempts, verdicts) {
+            if let p = Self.parked(a, v, lastError: lastError) { parked.append(p) }
+        }
         do {
-            try outbox.settle(delivered: delivered.map(\.entry.id), failed: failed, dead: parked.map { ($0.entry.id, $0.message) })
+            try outbox.settle(delivered: delivered.map(\.entry.id), failed: failed, dead: parked.map { ($0.id, $0.error) })
+            if !parked.isEmpty { onParked(parked) }
         } catch {
             log.error("outbox.write_failed", [("error", error.description)])
             // Delivered but not marked: they will be sent again and the receiver deduplicates.
             for a in delivered { log.error("outbox.mark_delivered_failed", [("event.id", a.entry.id), ("error", error.description)]) }
             // Not parked after all: tried again after a backoff.
-            for i in verdicts.indices where verdicts[i] == .parked {
-                verdicts[i] = machine.parkingFailed(attempts[i].entry.uplinkItem, nowMonoMicros: nowMono, nowWallMs: nowWallMs, random: &rng)
+            for i in verdicts.indices {
+                switch verdicts[i] {
+                case .parked, .poisoned:
+                    verdicts[i] = machine.parkingFailed(attempts[i].entry.uplinkItem, nowMonoMicros: nowMono, nowWallMs: nowWallMs, random: &rng)
+                default: break
+                }
             }
         }
         if let last = delivered.last {
@@ -278,6 +308,9 @@ public final class Deliverer: @unchecked Sendable {
             case .parked:
                 log.error("uplink.event_parked", [("event.id", a.entry.id), ("status", String(a.status)),
                                                   ("hint", "the receiver refused it for good; see agentctl queue --dead, then agentctl queue retry or purge --dead")])
+            case let .poisoned(failures):
+                log.error("uplink.event_parked", [("event.id", a.entry.id), ("status", String(a.status)), ("failures", String(failures)),
+                                                  ("hint", "it kept failing while the receiver took other events; see agentctl queue --dead, then agentctl queue retry or purge --dead")])
             case let .retry(delayMs, _):
                 log.info("uplink.retry_scheduled", [("event.id", a.entry.id), ("attempt", String(a.entry.attempts + 1)),
                                                     ("delay_ms", String(delayMs))])
@@ -290,6 +323,26 @@ public final class Deliverer: @unchecked Sendable {
             log.error("uplink.endpoint_gone", [("url", settings.url),
                                                ("hint", "the receiver says this endpoint no longer exists (410); events are kept. Fix uplink.url and reload.")])
         }
+    }
+
+    /// What a dead letter's report says, for a verdict that parks.
+    static func parked(_ a: Attempt, _ verdict: UplinkMachine.Verdict, lastError: String) -> ParkedEvent? {
+        let message = a.message.isEmpty ? lastError : a.message
+        let httpStatus: Int? = a.status == 0 ? nil : a.status
+        let reason: String
+        let error: String
+        switch verdict {
+        case .parked:
+            reason = "refused"
+            error = message
+        case let .poisoned(failures):
+            reason = "failing"
+            error = "failed \(failures) times while the receiver took other events; last: \(message)"
+        default:
+            return nil
+        }
+        return ParkedEvent(id: a.entry.id, sequence: a.entry.sequence, type: a.entry.type, reason: reason, status: httpStatus,
+                           attempts: a.entry.attempts + 1, error: error)
     }
 
     private func fail(_ entry: OutboxEntry, _ message: String, reason: String = "local") {

@@ -10,8 +10,8 @@ extension Outbox {
         try append(id: id, type: type, createdAtMs: createdAtMs, bounds: nil, report: nil, makeBody: makeBody).entry
     }
 
-    /// Appends one event and, when `bounds` are exceeded, evicts by priority — presence and
-    /// telemetry before any doorbell press, the oldest first — all in the same transaction as a
+    /// Appends one event and, when `bounds` are exceeded, evicts by `EvictionPolicy` — telemetry,
+    /// then presence, then presses, reports last; the oldest first — all in the same transaction as a
     /// report event (`report` builds it from its sequence and the victims), so the receiver can
     /// explain every gap in the sequence even across a power cut.
     public func append(id: String, type: String, createdAtMs: Int64, bounds: OutboxBounds?,
@@ -28,9 +28,7 @@ extension Outbox {
     public func append(_ events: [OutboxNewEvent], memory: [String: BTHomeButtonTracker.DeviceMemory] = [:], bounds: OutboxBounds?,
                        report: ((Int64, [EvictedEvent]) -> (id: String, type: String, body: [UInt8]))?) throws(OutboxError) -> OutboxBatchResult {
         guard !events.isEmpty || !memory.isEmpty else { return OutboxBatchResult(entries: [], evicted: [], report: nil) }
-        var after = size
-        let result = try transaction { () throws(OutboxError) -> OutboxBatchResult in
-            after = size
+        return try transaction { () throws(OutboxError) -> OutboxBatchResult in
             try write(memory: memory)
             guard !events.isEmpty else { return OutboxBatchResult(entries: [], evicted: [], report: nil) }
             var sequence = try queryInt("SELECT value FROM meta WHERE key = 'last_sequence'") ?? 0
@@ -42,11 +40,9 @@ extension Outbox {
                 try insert(id: event.id, sequence: sequence, type: event.type, body: body, createdAtMs: event.createdAtMs, clock: event.clock)
                 entries.append(OutboxEntry(id: event.id, sequence: sequence, type: event.type, body: body, createdAtMs: event.createdAtMs,
                                            attempts: 0, lastError: nil, clock: event.clock))
-                after.rows += 1
-                after.bytes += Int64(body.count)
             }
             var evicted: [EvictedEvent] = []
-            if let bounds { evicted = try evict(to: bounds, size: &after) }
+            if let bounds { evicted = try evict(to: bounds) }
             var reportEntry: OutboxEntry?
             if !evicted.isEmpty {
                 try run("UPDATE meta SET value = value + ? WHERE key = 'evicted'", [.int(Int64(evicted.count))])
@@ -58,8 +54,6 @@ extension Outbox {
                     // `clock_corrected: false` before delivery (a byte search, no parse).
                     let clock = ClockCorrection.needsCorrection(r.body) ? ClockStamp(monotonicMicros: nil, bootID: nil) : nil
                     try insert(id: r.id, sequence: sequence, type: r.type, body: r.body, createdAtMs: createdAtMs, clock: clock)
-                    after.rows += 1
-                    after.bytes += Int64(r.body.count)
                     reportEntry = OutboxEntry(id: r.id, sequence: sequence, type: r.type, body: r.body, createdAtMs: createdAtMs, attempts: 0,
                                               lastError: nil, clock: clock)
                 }
@@ -67,33 +61,30 @@ extension Outbox {
             try run("UPDATE meta SET value = ? WHERE key = 'last_sequence'", [.int(sequence)])
             return OutboxBatchResult(entries: entries, evicted: evicted, report: reportEntry)
         }
-        locked { size = after }
-        return result
     }
 
-    /// Eviction order: lowest priority first, then oldest. Reports (gateway.*) are never victims.
-    func evict(to bounds: OutboxBounds, size: inout (rows: Int64, bytes: Int64)) throws(OutboxError) -> [EvictedEvent] {
+    /// The next victim: the first entry of the (priority, sequence) index — lowest tier, oldest.
+    static let victimQuery = "SELECT id, sequence, type, priority, body FROM events ORDER BY priority, sequence LIMIT 1"
+
+    /// Evicts until `bounds` hold (inside the append's transaction; the tally says when).
+    func evict(to bounds: OutboxBounds) throws(OutboxError) -> [EvictedEvent] {
         var evicted: [EvictedEvent] = []
-        while true {
-            guard size.rows > Int64(bounds.maxEvents) || size.bytes > Int64(bounds.maxBytes) else { return evicted }
-            let stmt = try prepare("""
-                SELECT id, sequence, type FROM events WHERE type NOT LIKE 'gateway.%'
-                ORDER BY CASE WHEN type LIKE 'doorbell.%' THEN 2 WHEN type LIKE 'beacon.%' THEN 1 ELSE 0 END, sequence LIMIT 1
-                """)
+        while tally.rows > Int64(bounds.maxEvents) || tally.bytes > Int64(bounds.maxBytes) {
+            let stmt = try prepare(Self.victimQuery)
             let rc = sqlite3_step(stmt)
             guard rc == SQLITE_ROW else {
                 sqlite3_reset(stmt)
-                if rc == SQLITE_DONE { return evicted } // only reports left: nothing more to take
+                if rc == SQLITE_DONE { return evicted }
                 throw fail(rc, "cannot choose an event to evict")
             }
-            let victim = EvictedEvent(id: text(stmt, 0) ?? "", sequence: sqlite3_column_int64(stmt, 1), type: text(stmt, 2) ?? "")
+            let isReport = sqlite3_column_int64(stmt, 3) == Int64(EvictionPolicy.report)
+            let victim = EvictedEvent(id: text(stmt, 0) ?? "", sequence: sqlite3_column_int64(stmt, 1), type: text(stmt, 2) ?? "",
+                                      reportBody: isReport ? blob(stmt, 4) : nil)
             sqlite3_reset(stmt)
-            if let length = try delete(id: victim.id, where: "1") {
-                size.rows -= 1
-                size.bytes -= length
-            }
+            guard try delete(id: victim.id, where: "1") else { return evicted }
             evicted.append(victim)
         }
+        return evicted
     }
 
     /// The cloud's queue, in sequence order.
@@ -102,38 +93,71 @@ extension Outbox {
     public func deadLetters(limit: Int) throws(OutboxError) -> [OutboxEntry] { try entries(dead: true, limit: limit) }
 
     func entries(dead: Bool, limit: Int) throws(OutboxError) -> [OutboxEntry] {
-        try select("SELECT id, sequence, type, body, created_at_ms, attempts, last_error, dead, clock_pending, monotonic_us, boot_id FROM events WHERE dead = ? AND sinks & 1 != 0 ORDER BY sequence LIMIT ?",
+        try select("SELECT \(Self.columns) FROM events WHERE dead = ? AND sinks & 1 != 0 ORDER BY sequence LIMIT ?",
                    [dead ? 1 : 0, Int64(limit)])
+    }
+
+    static let columns = "id, sequence, type, body, created_at_ms, attempts, last_error, dead, clock_pending, monotonic_us, boot_id"
+
+    /// The cloud's queue without the events still waiting out their own backoff
+    /// (`next_attempt_at_ms`), oldest first: what the uplink may send now, so a page of events in
+    /// backoff never hides the due ones behind it. A due time more than `UplinkMachine.maxRetryAfterMillis`
+    /// ahead can only come from a wall clock that went back: due.
+    public func due(nowWallMs: Int64, limit: Int) throws(OutboxError) -> [OutboxEntry] {
+        try select("""
+            SELECT \(Self.columns) FROM events WHERE dead = 0 AND sinks & 1 != 0 AND (next_attempt_at_ms <= ?1 OR next_attempt_at_ms > ?2)
+            ORDER BY sequence LIMIT ?3
+            """, [nowWallMs, nowWallMs + Int64(UplinkMachine.maxRetryAfterMillis), Int64(limit)])
+    }
+
+    static let newestPressesQuery = "SELECT \(columns), sinks FROM events WHERE priority = \(EvictionPolicy.press) ORDER BY sequence DESC LIMIT ?"
+
+    /// The newest presses for the cloud, newest first, from the end of the priority index (a
+    /// handful of rows, whatever the backlog): where the uplink finds a live press.
+    public func newestPresses(limit: Int) throws(OutboxError) -> [OutboxEntry] {
+        // Filtered here, not in SQL: a filter there could walk the whole index to fill the limit.
+        try select(Self.newestPressesQuery, [Int64(limit)], keep: { stmt in sqlite3_column_int64(stmt, 11) & 1 != 0 }).filter { !$0.dead }
+    }
+
+    /// Backoffs start afresh when the uplink starts (an installer who fixed the network and
+    /// restarted expects delivery at once); touches only rows that were waiting.
+    public func clearBackoffs() throws(OutboxError) {
+        try locked { () throws(OutboxError) in try run("UPDATE events SET next_attempt_at_ms = 0 WHERE next_attempt_at_ms != 0", []) }
     }
 
     /// What the MQTT sink has still to publish after `sequence`, in order (dead letters too: the
     /// cloud refusing an event is no reason to keep it from the house).
     public func pendingForMQTT(after sequence: Int64, limit: Int) throws(OutboxError) -> [OutboxEntry] {
-        try select("SELECT id, sequence, type, body, created_at_ms, attempts, last_error, dead, clock_pending, monotonic_us, boot_id FROM events WHERE sequence > ? AND sinks & 2 != 0 ORDER BY sequence LIMIT ?",
+        try select("SELECT \(Self.columns) FROM events WHERE sequence > ? AND sinks & 2 != 0 ORDER BY sequence LIMIT ?",
                    [sequence, Int64(limit)])
     }
 
     /// The broker acknowledged these (PUBACK); rows no other sink waits for leave. One transaction.
     public func acknowledgeMQTT(_ ids: [String]) throws(OutboxError) {
         guard !ids.isEmpty else { return }
-        let gone = try transaction { () throws(OutboxError) -> (rows: Int64, bytes: Int64) in
-            var gone = (rows: Int64(0), bytes: Int64(0))
+        try transaction { () throws(OutboxError) in
             for id in ids {
-                try run("UPDATE events SET sinks = sinks & ~2 WHERE id = ?", [.text(id)])
-                if let length = try delete(id: id, where: "sinks = 0") { gone.rows += 1; gone.bytes += length }
+                try run("UPDATE events SET sinks = sinks & ~2 WHERE id = ? AND sinks & 2 != 0", [.text(id)])
+                tally.mqtt -= Int64(sqlite3_changes(db))
+                try delete(id: id, where: "sinks = 0")
             }
-            return gone
         }
-        locked { size.rows -= gone.rows; size.bytes -= gone.bytes }
     }
 
+    /// One row (inside a transaction, which keeps the tally).
     func insert(id: String, sequence: Int64, type: String, body: [UInt8], createdAtMs: Int64, clock: ClockStamp?) throws(OutboxError) {
-        try run("INSERT INTO events (id, sequence, type, body, created_at_ms, sinks, clock_pending, monotonic_us, boot_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        try run("""
+            INSERT INTO events (id, sequence, type, body, created_at_ms, sinks, clock_pending, monotonic_us, boot_id, priority)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """,
                 [.text(id), .int(sequence), .text(type), .blob(body), .int(createdAtMs), .int(sinks.rawValue), .int(clock == nil ? 0 : 1),
-                 clock?.monotonicMicros.map(Value.int) ?? .null, clock?.bootID.map(Value.text) ?? .null])
+                 clock?.monotonicMicros.map(Value.int) ?? .null, clock?.bootID.map(Value.text) ?? .null, .int(Int64(eviction.tier(ofType: type)))])
+        tally.rows += 1
+        tally.bytes += Int64(body.count)
+        if sinks.contains(.mqtt) { tally.mqtt += 1 }
     }
 
-    func select(_ sql: String, _ ints: [Int64]) throws(OutboxError) -> [OutboxEntry] {
+    func select(_ sql: String, _ ints: [Int64], keep: (OpaquePointer) -> Bool = { _ in true }) throws(OutboxError) -> [OutboxEntry] {
         try locked { () throws(OutboxError) -> [OutboxEntry] in
             let stmt = try prepare(sql)
             defer { sqlite3_reset(stmt) }
@@ -143,6 +167,7 @@ extension Outbox {
                 let rc = sqlite3_step(stmt)
                 if rc == SQLITE_DONE { break }
                 guard rc == SQLITE_ROW else { throw fail(rc, "cannot read the outbox") }
+                guard keep(stmt) else { continue }
                 let clock = sqlite3_column_int64(stmt, 8) == 0 ? nil : ClockStamp(
                     monotonicMicros: sqlite3_column_type(stmt, 9) == SQLITE_NULL ? nil : sqlite3_column_int64(stmt, 9), bootID: text(stmt, 10))
                 out.append(OutboxEntry(
@@ -162,13 +187,12 @@ extension Outbox {
     public func settle(delivered: [String], failed: [(id: String, error: String, nextAttemptAtMs: Int64)] = [],
                        dead: [(id: String, error: String)] = []) throws(OutboxError) {
         guard !delivered.isEmpty || !failed.isEmpty || !dead.isEmpty else { return }
-        let gone = try transaction { () throws(OutboxError) -> (rows: Int64, bytes: Int64) in
+        try transaction { () throws(OutboxError) in
             var removed: Int64 = 0
-            var gone = (rows: Int64(0), bytes: Int64(0))
             for id in delivered {
                 try run("UPDATE events SET sinks = sinks & ~1 WHERE id = ? AND sinks & 1 != 0", [.text(id)])
                 removed += Int64(sqlite3_changes(db))
-                if let length = try delete(id: id, where: "sinks = 0") { gone.rows += 1; gone.bytes += length }
+                try delete(id: id, where: "sinks = 0")
             }
             if removed > 0 { try run("UPDATE meta SET value = value + ? WHERE key = 'delivered'", [.int(removed)]) }
             for f in failed {
@@ -176,12 +200,11 @@ extension Outbox {
                         [.text(String(f.error.prefix(500))), .int(f.nextAttemptAtMs), .text(f.id)])
             }
             for d in dead {
-                try run("UPDATE events SET dead = 1, attempts = attempts + 1, last_error = ? WHERE id = ?",
+                try run("UPDATE events SET dead = 1, attempts = attempts + 1, last_error = ? WHERE id = ? AND dead = 0",
                         [.text(String(d.error.prefix(500))), .text(d.id)])
+                tally.dead += Int64(sqlite3_changes(db))
             }
-            return gone
         }
-        locked { size.rows -= gone.rows; size.bytes -= gone.bytes }
     }
 
     /// Rewrites the bodies of several events before their first delivery (clock correction), in
@@ -189,30 +212,48 @@ extension Outbox {
     public func replaceBodies(_ bodies: [(id: String, body: [UInt8])]) throws(OutboxError) {
         guard !bodies.isEmpty else { return }
         try transaction { () throws(OutboxError) in
-            for b in bodies { try run("UPDATE events SET body = ?, clock_pending = 0 WHERE id = ?", [.blob(b.body), .text(b.id)]) }
+            for b in bodies {
+                guard let old = try queryInt("SELECT LENGTH(body) FROM events WHERE id = ?", .text(b.id)) else { continue }
+                try run("UPDATE events SET body = ?, clock_pending = 0 WHERE id = ?", [.blob(b.body), .text(b.id)])
+                tally.bytes += Int64(b.body.count) - old
+            }
         }
-        try locked { () throws(OutboxError) in try recount() } // rare (clock correction): a scan is fine
     }
 
     public func recordFailure(id: String, error message: String, nextAttemptAtMs: Int64) throws(OutboxError) {
         try settle(delivered: [], failed: [(id, message, nextAttemptAtMs)])
     }
 
-    /// One statement, one pass over the rows: status, metrics and STATUS= ask for this often.
+    /// Status, metrics and STATUS= ask for this on every tick: the tally and three indexed rows
+    /// (the two meta counters, the first waiting row by sequence), never a scan of the table.
+    /// `oldestCreatedAtMs` is the creation time of the lowest waiting sequence.
     public func stats() throws(OutboxError) -> OutboxStats {
         try locked { () throws(OutboxError) -> OutboxStats in
-            let row = try queryInts("""
-                SELECT COUNT(*) FILTER (WHERE dead = 0), MIN(created_at_ms) FILTER (WHERE dead = 0), COUNT(*) FILTER (WHERE dead = 1),
-                       COUNT(*) FILTER (WHERE sinks & 2 != 0),
-                       (SELECT value FROM meta WHERE key = 'last_sequence'), (SELECT value FROM meta WHERE key = 'evicted')
-                FROM events
-                """) ?? []
+            let row = try queryInts(Self.statsQuery) ?? []
             func column(_ i: Int) -> Int64? { i < row.count ? row[i] : nil }
-            var stats = OutboxStats(depth: Int(column(0) ?? 0), oldestCreatedAtMs: column(1), lastSequence: column(4) ?? 0, dead: Int(column(2) ?? 0),
-                                    evicted: Int(column(5) ?? 0), bytes: Int(size.bytes))
-            stats.mqttPending = sinks.contains(.mqtt) ? Int(column(3) ?? 0) : 0
-            return stats
+            return stats(tally, lastSequence: column(0) ?? 0, evicted: column(1) ?? 0, oldest: column(2))
         }
+    }
+
+    /// The same figures counted from the whole table: what `stats()` must always agree with.
+    public func countedStats() throws(OutboxError) -> OutboxStats {
+        try locked { () throws(OutboxError) -> OutboxStats in
+            let row = try queryInts(Self.statsQuery) ?? []
+            func column(_ i: Int) -> Int64? { i < row.count ? row[i] : nil }
+            return stats(try countedTally(), lastSequence: column(0) ?? 0, evicted: column(1) ?? 0, oldest: column(2))
+        }
+    }
+
+    static let statsQuery = """
+        SELECT (SELECT value FROM meta WHERE key = 'last_sequence'), (SELECT value FROM meta WHERE key = 'evicted'),
+               (SELECT created_at_ms FROM events WHERE dead = 0 ORDER BY sequence LIMIT 1)
+        """
+
+    private func stats(_ t: OutboxTally, lastSequence: Int64, evicted: Int64, oldest: Int64?) -> OutboxStats {
+        var stats = OutboxStats(depth: Int(t.rows - t.dead), oldestCreatedAtMs: oldest, lastSequence: lastSequence, dead: Int(t.dead),
+                                evicted: Int(evicted), bytes: Int(t.bytes))
+        stats.mqttPending = sinks.contains(.mqtt) ? Int(t.mqtt) : 0
+        return stats
     }
 
     /// The watchdog's question: does the database answer? One indexed row, no scan.
@@ -224,8 +265,10 @@ extension Outbox {
     @discardableResult
     public func retryDead() throws(OutboxError) -> Int {
         try locked { () throws(OutboxError) -> Int in
-            try run("UPDATE events SET dead = 0, attempts = 0 WHERE dead = 1", [])
-            return Int(sqlite3_changes(db))
+            try run("UPDATE events SET dead = 0, attempts = 0, next_attempt_at_ms = 0 WHERE dead = 1", [])
+            let n = Int(sqlite3_changes(db))
+            tally.dead -= Int64(n)
+            return n
         }
     }
 

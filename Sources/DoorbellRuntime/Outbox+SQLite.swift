@@ -42,6 +42,12 @@ extension Outbox {
     func run(_ sql: String, _ values: [Value]) throws(OutboxError) {
         let stmt = try prepare(sql)
         defer { sqlite3_reset(stmt); sqlite3_clear_bindings(stmt) }
+        bind(stmt, values)
+        let rc = sqlite3_step(stmt)
+        guard rc == SQLITE_DONE || rc == SQLITE_ROW else { throw fail(rc, "outbox write failed") }
+    }
+
+    func bind(_ stmt: OpaquePointer, _ values: [Value]) {
         for (i, v) in values.enumerated() {
             let index = Int32(i + 1)
             switch v {
@@ -51,18 +57,17 @@ extension Outbox {
             case .null: sqlite3_bind_null(stmt, index)
             }
         }
-        let rc = sqlite3_step(stmt)
-        guard rc == SQLITE_DONE || rc == SQLITE_ROW else { throw fail(rc, "outbox write failed") }
     }
 
-    func queryInt(_ sql: String) throws(OutboxError) -> Int64? {
-        try queryInts(sql)?.first ?? nil
+    func queryInt(_ sql: String, _ values: Value...) throws(OutboxError) -> Int64? {
+        try queryInts(sql, values)?.first ?? nil
     }
 
     /// One row of integer columns (NULL as nil); nil when there is no row.
-    func queryInts(_ sql: String) throws(OutboxError) -> [Int64?]? {
+    func queryInts(_ sql: String, _ values: [Value] = []) throws(OutboxError) -> [Int64?]? {
         let stmt = try prepare(sql)
-        defer { sqlite3_reset(stmt) }
+        defer { sqlite3_reset(stmt); sqlite3_clear_bindings(stmt) }
+        bind(stmt, values)
         let rc = sqlite3_step(stmt)
         guard rc == SQLITE_ROW else {
             if rc == SQLITE_DONE { return nil }

@@ -41,6 +41,8 @@ public struct EvictedEvent: Sendable, Equatable {
     public let id: String
     public let sequence: Int64
     public let type: String
+    /// An evicted report's body, so the next report can carry on what it explained (nil otherwise).
+    public var reportBody: [UInt8]? = nil
 }
 
 public struct OutboxAppendResult: Sendable {
@@ -95,6 +97,18 @@ public struct OutboxStats: Sendable, Equatable {
     }
 }
 
+/// What the outbox knows of its table without counting it: kept by every write, inside the
+/// write's transaction (under the lock, restored if it rolls back), so bounds checks and status
+/// never scan the table and a concurrent write can never overwrite another's update.
+struct OutboxTally: Equatable {
+    var rows: Int64 = 0
+    var bytes: Int64 = 0
+    /// Parked (dead letters).
+    var dead: Int64 = 0
+    /// Still to be acknowledged by the MQTT broker.
+    var mqtt: Int64 = 0
+}
+
 public struct OutboxError: Error, Sendable, CustomStringConvertible, Equatable {
     public enum Code: Sendable, Equatable { case cannotOpen, corrupt, full, readOnly, io, schema, closed }
     public let code: Code
@@ -104,7 +118,7 @@ public struct OutboxError: Error, Sendable, CustomStringConvertible, Equatable {
 }
 
 public final class Outbox: @unchecked Sendable {
-    public static let schemaVersion: Int32 = 5
+    public static let schemaVersion: Int32 = 6
     public let path: String
     /// The sinks new events are stored for.
     public private(set) var sinks: OutboxSinks
@@ -112,9 +126,10 @@ public final class Outbox: @unchecked Sendable {
     // On the heap: a pthread object must not move, and `&` on a stored property promises no fixed address.
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     var statements: [String: OpaquePointer] = [:]
-    /// Rows and body bytes in the table, kept up to date by every write (under the lock, changed
-    /// only after a commit), so checking the bounds on each append costs no table scan.
-    var size = (rows: Int64(0), bytes: Int64(0))
+    /// Rows, body bytes, dead letters and rows for the broker (see `OutboxTally`).
+    var tally = OutboxTally()
+    /// Which events go first when a bound is reached (each row's `priority` column).
+    let eviction = EvictionPolicy()
 
     /// `sinks`: the configured sinks (see `setSinks` for what a removed one means).
     public init(path: String, sinks: OutboxSinks = .cloud) throws(OutboxError) {
@@ -169,16 +184,19 @@ public final class Outbox: @unchecked Sendable {
         return try body()
     }
 
-    /// `body` in one write transaction (one fsync at COMMIT), rolled back if it throws.
+    /// `body` in one write transaction (one fsync at COMMIT), rolled back if it throws. `body`
+    /// keeps `tally` up to date as it writes; a rollback restores it, all under the one lock.
     func transaction<R>(_ body: () throws(OutboxError) -> R) throws(OutboxError) -> R {
         try locked { () throws(OutboxError) -> R in
             try exec("BEGIN IMMEDIATE")
+            let before = tally
             do throws(OutboxError) {
                 let result = try body()
                 try exec("COMMIT")
                 return result
             } catch {
                 try? exec("ROLLBACK")
+                tally = before
                 throw error
             }
         }
@@ -244,6 +262,27 @@ public final class Outbox: @unchecked Sendable {
             """)
         }
         if version < 5 { try migrateClockStamps() }
+        if version < 6 { try migratePriorities() }
+    }
+
+    /// v6: each row's eviction tier in a column with an index on (priority, sequence), so the
+    /// next victim is the index's first entry (no scan, no sort), and the newest presses its last.
+    func migratePriorities() throws(OutboxError) {
+        try transaction { () throws(OutboxError) in
+            try exec("ALTER TABLE events ADD COLUMN priority INTEGER NOT NULL DEFAULT 0")
+            var types: [String] = []
+            let stmt = try prepare("SELECT DISTINCT type FROM events")
+            defer { sqlite3_reset(stmt) }
+            while true {
+                let rc = sqlite3_step(stmt)
+                if rc == SQLITE_DONE { break }
+                guard rc == SQLITE_ROW else { throw fail(rc, "cannot read the outbox") }
+                types.append(text(stmt, 0) ?? "")
+            }
+            for t in types { try run("UPDATE events SET priority = ? WHERE type = ?", [.int(Int64(eviction.tier(ofType: t))), .text(t)]) }
+            try exec("CREATE INDEX IF NOT EXISTS events_priority ON events (priority, sequence)")
+            try exec("PRAGMA user_version = 6")
+        }
     }
 
     /// v5: an event recorded before the wall clock was synchronized keeps how it was recorded
@@ -317,23 +356,37 @@ public final class Outbox: @unchecked Sendable {
         }
     }
 
+    /// The whole table counted: at open and after rare bulk writes (a sink removed, a purge).
     func recount() throws(OutboxError) {
-        size = (try queryInt("SELECT COUNT(*) FROM events") ?? 0, try queryInt("SELECT COALESCE(SUM(LENGTH(body)), 0) FROM events") ?? 0)
+        tally = try countedTally()
     }
 
-    /// Deletes one row if `condition` holds for it; returns its body's length, nil if nothing went.
-    func delete(id: String, where condition: String) throws(OutboxError) -> Int64? {
-        let stmt = try prepare("DELETE FROM events WHERE id = ? AND \(condition) RETURNING LENGTH(body)")
+    func countedTally() throws(OutboxError) -> OutboxTally {
+        let row = try queryInts("""
+            SELECT COUNT(*), COALESCE(SUM(LENGTH(body)), 0), COUNT(*) FILTER (WHERE dead = 1), COUNT(*) FILTER (WHERE sinks & 2 != 0) FROM events
+            """) ?? []
+        func column(_ i: Int) -> Int64 { i < row.count ? row[i] ?? 0 : 0 }
+        return OutboxTally(rows: column(0), bytes: column(1), dead: column(2), mqtt: column(3))
+    }
+
+    /// Deletes one row if `condition` holds for it (inside a transaction, which keeps the tally);
+    /// returns whether it went.
+    @discardableResult
+    func delete(id: String, where condition: String) throws(OutboxError) -> Bool {
+        let stmt = try prepare("DELETE FROM events WHERE id = ? AND \(condition) RETURNING LENGTH(body), dead, sinks & 2 != 0")
         defer { sqlite3_reset(stmt); sqlite3_clear_bindings(stmt) }
         sqlite3_bind_text(stmt, 1, id, -1, doorbell_sqlite_transient())
         let rc = sqlite3_step(stmt)
         if rc == SQLITE_ROW {
-            let length = sqlite3_column_int64(stmt, 0)
+            tally.rows -= 1
+            tally.bytes -= sqlite3_column_int64(stmt, 0)
+            tally.dead -= sqlite3_column_int64(stmt, 1) != 0 ? 1 : 0
+            tally.mqtt -= sqlite3_column_int64(stmt, 2) != 0 ? 1 : 0
             _ = sqlite3_step(stmt) // finish the statement so the delete is complete
-            return length
+            return true
         }
         guard rc == SQLITE_DONE else { throw fail(rc, "outbox write failed") }
-        return nil
+        return false
     }
 
     func restrict(to new: OutboxSinks) throws(OutboxError) {

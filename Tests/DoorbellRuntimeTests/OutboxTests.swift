@@ -315,8 +315,10 @@ final class OutboxTests: XCTestCase {
 
 /// Bounds and priority eviction, with a report in the same transaction.
 final class OutboxEvictionTests: XCTestCase {
+    /// Names the victims, and carries on what an evicted report named.
     func report(_ sequence: Int64, _ evicted: [EvictedEvent]) -> (id: String, type: String, body: [UInt8]) {
-        ("r\(sequence)", "gateway.evicted", Array(evicted.map { String($0.sequence) }.joined(separator: ",").utf8))
+        let carried = evicted.compactMap { $0.reportBody.map { String(decoding: $0, as: UTF8.self) } }
+        return ("r\(sequence)", "gateway.evicted", Array((evicted.map { String($0.sequence) } + carried).joined(separator: ",").utf8))
     }
 
     func testPresenceGoesBeforeAnyPressOldestFirstAndEveryGapIsReported() throws {
@@ -334,7 +336,7 @@ final class OutboxEvictionTests: XCTestCase {
         XCTAssertEqual(sixth.report?.sequence, 7)
         XCTAssertEqual(sixth.report.map { String(decoding: $0.body, as: UTF8.self) }, "2")
         let seventh = try outbox.append(id: "e8", type: "doorbell.pressed", createdAtMs: 0, bounds: bounds, report: report) { _ in [1] }
-        XCTAssertEqual(seventh.evicted.map(\.type), ["beacon.exited", "doorbell.pressed"], "presence first, then the oldest press; reports are never taken")
+        XCTAssertEqual(seventh.evicted.map(\.type), ["beacon.exited", "gateway.evicted"], "presence first, then the report (it is carried on), presses last")
         let remaining = try outbox.pending(limit: 20)
         XCTAssertTrue(remaining.contains { $0.type == "gateway.evicted" })
         XCTAssertFalse(remaining.contains { $0.type.hasPrefix("beacon.") })

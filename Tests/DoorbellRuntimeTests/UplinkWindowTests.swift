@@ -248,17 +248,24 @@ final class UplinkWindowTests: XCTestCase {
         UplinkItem(id: "e\(seq)", sequence: seq, type: type, createdAtMs: createdAtMs, attempts: 0)
     }
 
-    func testWindowTakesTheOldestInOrderAndStopsAtOneWaitingOutItsBackoff() {
-        let pending = (1...10).map { entry(Int64($0)) }
+    func testWindowTakesItsHeadThenTheOldestDueInOrder() {
+        let due = (1...10).map { entry(Int64($0)) }
         let ids = { (w: [UplinkItem]) in w.map(\.sequence) }
-        XCTAssertEqual(ids(UplinkMachine.window(pending, head: pending[0], size: 4, notBefore: [:], nowMono: 100)), [1, 2, 3, 4])
-        XCTAssertEqual(ids(UplinkMachine.window(pending, head: pending[0], size: 1, notBefore: [:], nowMono: 100)), [1])
-        XCTAssertEqual(ids(UplinkMachine.window(pending, head: pending[0], size: 8, notBefore: ["e4": 200], nowMono: 100)), [1, 2, 3])
-        XCTAssertEqual(ids(UplinkMachine.window(pending, head: pending[0], size: 8, notBefore: ["e4": 50], nowMono: 100)), [1, 2, 3, 4, 5, 6, 7, 8])
-        // A live press goes first; the backlog follows unless its oldest is still backing off.
-        XCTAssertEqual(ids(UplinkMachine.window(pending, head: pending[9], size: 4, notBefore: [:], nowMono: 100)), [10, 1, 2, 3])
-        XCTAssertEqual(ids(UplinkMachine.window(pending, head: pending[9], size: 4, notBefore: ["e1": 200], nowMono: 100)), [10])
-        XCTAssertEqual(ids(UplinkMachine.window(Array(pending.prefix(2)), head: pending[0], size: 8, notBefore: [:], nowMono: 100)), [1, 2])
+        XCTAssertEqual(ids(UplinkMachine.window(due, head: due[0], size: 4)), [1, 2, 3, 4])
+        XCTAssertEqual(ids(UplinkMachine.window(due, head: due[0], size: 1)), [1])
+        // A live press goes first, the oldest due follow.
+        XCTAssertEqual(ids(UplinkMachine.window(due, head: due[9], size: 4)), [10, 1, 2, 3])
+        XCTAssertEqual(ids(UplinkMachine.window(Array(due.prefix(2)), head: due[0], size: 8)), [1, 2])
+        // An event waiting out its own backoff is not due: the others pass it.
+        var m = UplinkMachine(settings: UplinkMachine.Settings(maxInFlight: 4, backoff: FullJitterBackoff(initialMillis: 10_000, capMillis: 10_000),
+                                                               requireClockSync: false))
+        var rng = SeededRandom(seed: 1)
+        _ = m.settle([(due[1], .delivered)], nowMonoMicros: 0, nowWallMs: 0, random: &rng)
+        _ = m.settle([(due[0], .failed(status: 500, retryAfterMillis: nil)), (due[2], .delivered)], nowMonoMicros: 0, nowWallMs: 0, random: &rng)
+        if let wait = m.notBefore["e1"], wait > 1 {
+            guard case let .send(window, _) = m.next(pending: due, nowMonoMicros: 1, nowWallMs: 0, clockSynced: { true }) else { return XCTFail("not sent") }
+            XCTAssertEqual(ids(window), [2, 3, 4, 5])
+        }
     }
 
     func testMaxInFlightIsValidated() throws {

@@ -17,12 +17,19 @@ p.add_argument("--log", required=True)
 p.add_argument("--ready-file", required=True)
 p.add_argument("--max-seconds", type=float, default=60)
 p.add_argument("--retry-after", default="7", help="Retry-After value sent with 429/503")
-p.add_argument("--fail-rate", type=float, default=0.0, help="answer this fraction of POSTs with 503 (seeded)")
+p.add_argument("--fail-rate", type=float, default=0.0, help="answer this fraction of POSTs with --fail-status (seeded)")
+p.add_argument("--fail-status", default="503", help="the status --fail-rate answers with")
+p.add_argument("--rate-429", type=float, default=0.0, help="answer this fraction of POSTs with 429 and Retry-After (seeded)")
+p.add_argument("--lose-rate", type=float, default=0.0, help="store this fraction of POSTs but lose the answer (reset-after; seeded)")
+p.add_argument("--poison", default="", help="comma-separated event sequences always answered 500")
+p.add_argument("--spare-from", type=int, default=0, help="events with this sequence or higher are never failed at random")
+p.add_argument("--down-file", help="while this file exists, every connection is reset without an answer (an outage)")
 p.add_argument("--seed", type=int, default=1)
 p.add_argument("--client-ca", help="require a client certificate signed by this CA (mTLS)")
 args = p.parse_args()
 
 script = args.script.split(",")
+poison = {int(s) for s in args.poison.split(",") if s}
 rng = random.Random(args.seed)
 lock = threading.Lock()
 state = {"requests": 0, "connections": 0}
@@ -51,10 +58,25 @@ class Handler(http.server.BaseHTTPRequestHandler):
             n = state["requests"]
             state["requests"] += 1
             action = script[min(n, len(script) - 1)]
-            if args.fail_rate > 0 and action == "200" and rng.random() < args.fail_rate:
-                action = "503"
+            try:
+                sequence = json.loads(body).get("sequence")
+            except ValueError:
+                sequence = None
+            spared = isinstance(sequence, int) and args.spare_from and sequence >= args.spare_from
+            if args.down_file and os.path.exists(args.down_file):
+                action = "reset-before"
+            elif sequence in poison:
+                action = "500"
+            elif action == "200" and not spared:
+                draw = rng.random()
+                if draw < args.fail_rate:
+                    action = args.fail_status
+                elif draw < args.fail_rate + args.rate_429:
+                    action = "429"
+                elif draw < args.fail_rate + args.rate_429 + args.lose_rate:
+                    action = "reset-after"
             with open(args.log, "a") as f:
-                f.write(json.dumps({"t": time.time(), "answer": action, "method": "POST", "path": self.path, "headers": dict(self.headers.items()),
+                f.write(json.dumps({"t": time.time(), "answer": action, "sequence": sequence, "method": "POST", "path": self.path, "headers": dict(self.headers.items()),
                                     "body": body.decode("latin-1"), "connection": self.connection_number}) + "\n")
         if action == "hang":
             time.sleep(args.max_seconds)
