@@ -188,7 +188,10 @@ public struct UplinkMachine: Sendable {
                     }
                     strikes[item.id] = (count, now)
                 }
-                verdicts.append(retry(item, nowMonoMicros: now, nowWallMs: nowWallMs, random: &random))
+                // A press that goes first is retried within retry_initial_ms while the receiver takes
+                // requests (its own answers are what keep a visitor waiting); otherwise backoff grows.
+                let attempt = taking && presses[item.id] != nil ? 0 : item.attempts
+                verdicts.append(retry(item, attempt: attempt, nowMonoMicros: now, nowWallMs: nowWallMs, random: &random))
             }
         }
         if wentAny {
@@ -212,11 +215,12 @@ public struct UplinkMachine: Sendable {
 
     /// Parking could not be stored: the event is tried again after a backoff instead.
     public mutating func parkingFailed(_ item: UplinkItem, nowMonoMicros: Int64, nowWallMs: Int64, random: inout some RandomNumberGenerator) -> Verdict {
-        retry(item, nowMonoMicros: nowMonoMicros, nowWallMs: nowWallMs, random: &random)
+        retry(item, attempt: item.attempts, nowMonoMicros: nowMonoMicros, nowWallMs: nowWallMs, random: &random)
     }
 
-    private mutating func retry(_ item: UplinkItem, nowMonoMicros: Int64, nowWallMs: Int64, random: inout some RandomNumberGenerator) -> Verdict {
-        let delayMs = settings.backoff.delay(attempt: item.attempts, random: &random)
+    private mutating func retry(_ item: UplinkItem, attempt: Int, nowMonoMicros: Int64, nowWallMs: Int64,
+                                random: inout some RandomNumberGenerator) -> Verdict {
+        let delayMs = settings.backoff.delay(attempt: attempt, random: &random)
         notBefore[item.id] = nowMonoMicros + Int64(delayMs) * 1000
         return .retry(delayMs: delayMs, nextAttemptAtWallMs: nowWallMs + Int64(delayMs))
     }

@@ -145,6 +145,23 @@ import Testing
         #expect(Self.sent(m.next(pending: backlog + [press], nowMonoMicros: later * 1000, nowWallMs: Self.wallMs + later) { true })?.first == 11)
     }
 
+    /// A press that goes first and fails while the receiver takes requests is retried within
+    /// retry_initial_ms however often it failed before; the backlog's events back off as usual.
+    @Test func aFailingPressIsRetriedSoonWhileTheReceiverTakesRequests() {
+        for seed in 1...10 {
+            var rng = SeededRandom(seed: UInt64(seed))
+            var m = UplinkMachine(settings: Self.settings)
+            let backlog = Self.items(1...3, attempts: 5)
+            let press = UplinkItem(id: "press", sequence: 4, type: "doorbell.pressed", createdAtMs: Self.wallMs, attempts: 5)
+            _ = m.settle([(backlog[0], .delivered)], nowMonoMicros: 0, nowWallMs: Self.wallMs, random: &rng)
+            #expect(Self.sent(m.next(pending: Array(backlog[1...]) + [press], nowMonoMicros: 1, nowWallMs: Self.wallMs) { true }) == [4, 2, 3])
+            let verdicts = m.settle([(press, .failed(status: 500, retryAfterMillis: nil)), (backlog[1], .delivered), (backlog[2], .delivered)],
+                                    nowMonoMicros: 1, nowWallMs: Self.wallMs, random: &rng)
+            guard case let .retry(delay, _) = verdicts[0] else { Issue.record("\(verdicts)"); continue }
+            #expect(delay <= Self.settings.backoff.initialMillis, "seed \(seed)")
+        }
+    }
+
     /// An event that keeps failing while the receiver takes the others never holds them: they all
     /// go, and it is parked after `parkAfterFailures` such failures — not before.
     @Test func aPoisonEventIsPassedThenParked() {

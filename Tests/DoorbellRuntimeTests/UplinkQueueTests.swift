@@ -47,29 +47,31 @@ final class UplinkQueueTests: XCTestCase {
     var requests: [JSONValue] { receiver?.requests ?? [] }
 
     /// 100 presses wait (more than the 64 rows the uplink reads at once); the receiver heals but
-    /// keeps failing 30 % with 500 and 10 % with 429 + Retry-After. A press made now is in the
-    /// first window after the one in flight: within max_in_flight + 1 requests — wherever it
-    /// sits behind the backlog, whatever the head is doing. Then everything drains, none lost.
+    /// keeps failing 30 % with 500 and 10 % with 429 + Retry-After. A press stored now (agentctl
+    /// returns once it is) is in the first window after the one in flight: at most max_in_flight
+    /// requests reach the receiver between the store and the press — wherever it sits behind the
+    /// backlog, whatever the head is doing. Then everything drains, none lost.
     func testAFreshPressGoesInTheNextWindowWhateverTheBacklog() throws {
         try start(receiverArgs: ["--fail-rate", "0.3", "--fail-status", "500", "--rate-429", "0.1", "--retry-after", "1",
                                  "--spare-from", "101", "--seed", "3"],
-                  uplinkExtra: "retry_initial_ms = 500\nretry_max_ms = 30000")
+                  uplinkExtra: "")
         try pressWhileDown(100)
         eventually(30, "the outage was tried") { requests.count >= 2 }
         try FileManager.default.removeItem(atPath: down)
-        let before = requests.count
         XCTAssertEqual(try injectPress(socket), 0)
-        eventually(60, "the fresh press reached the receiver") { requests.dropFirst(before).contains { $0["sequence"]?.intValue == 101 } }
-        let after = Array(requests.dropFirst(before))
-        let index = after.firstIndex { $0["sequence"]?.intValue == 101 }
+        let stored = requests.count
+        eventually(60, "the fresh press reached the receiver") { requests.contains { $0["sequence"]?.intValue == 101 } }
+        let log = requests
+        let index = log.firstIndex { $0["sequence"]?.intValue == 101 }
         XCTAssertNotNil(index)
         if let index {
-            XCTAssertLessThanOrEqual(index, maxInFlight, "requests before the press: \(after.prefix(index + 1).compactMap { $0["sequence"]?.intValue })")
-            XCTAssertEqual(after[index]["answer"]?.stringValue, "200")
+            XCTAssertLessThanOrEqual(index - stored, maxInFlight,
+                                     "requests after the store, before the press: \(log[stored...].prefix(index - stored + 1).compactMap { $0["sequence"]?.intValue })")
+            XCTAssertEqual(log[index]["answer"]?.stringValue, "200")
         }
         eventually(120, "the backlog drained") { agentStatus(socket)?["outbox"]?["depth"]?.intValue == 0 }
-        let stored = Set(requests.filter { $0["answer"]?.stringValue == "200" }.compactMap { $0["sequence"]?.intValue })
-        XCTAssertEqual(stored, Set(1...101), "nothing lost")
+        let received = Set(requests.filter { $0["answer"]?.stringValue == "200" }.compactMap { $0["sequence"]?.intValue })
+        XCTAssertEqual(received, Set(1...101), "nothing lost")
     }
 
     /// The oldest event is refused with 500 forever while the receiver takes everything else: the
@@ -77,7 +79,7 @@ final class UplinkQueueTests: XCTestCase {
     /// `gateway.dead_letter` report names it, status shows it, and `agentctl queue retry` sends it
     /// again (refused again, parked again).
     func testAPoisonEventHoldsNothingAndIsParkedAndReported() throws {
-        try start(receiverArgs: ["--poison", "1"], uplinkExtra: "retry_initial_ms = 100\nretry_max_ms = 1000\npark_after_failures = 3")
+        try start(receiverArgs: ["--poison", "1"], uplinkExtra: "park_after_failures = 3")
         try pressWhileDown(20)
         try FileManager.default.removeItem(atPath: down)
         eventually(60, "the rest delivered and the poison parked") {
