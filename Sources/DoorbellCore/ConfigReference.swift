@@ -100,7 +100,7 @@ public enum ConfigReference {
         Row(key: #"`[mqtt] retry_initial_ms`, `retry_max_ms`"#, type: #"int"#, defaultValue: #"1000, 60000"#,
             meaning: #"reconnect backoff with full jitter"#),
         Row(key: #"`[outbox] max_events`, `max_bytes`"#, type: #"int"#, defaultValue: #"20000, 16 MiB"#,
-            meaning: #"bounds of the durable queue. Beyond them the oldest event of the lowest priority is evicted (presence/telemetry before any press), counted, logged, and reported to the cloud in a `gateway.evicted` event written in the same transaction, so every gap in `sequence` is explained. No TTL: nothing expires by age."#),
+            meaning: #"bounds of the durable queue. Beyond them the oldest event of the lowest tier is evicted (telemetry, then presence, then the gateway's own reports, presses last: see Durability), counted, logged, and reported to the cloud in a `gateway.evicted` event written in the same transaction; an evicted report's list is carried on by the next, so every gap in `sequence` is explained. No TTL: nothing expires by age."#),
         Row(key: #"`[clock] require_sync`"#, type: #"bool"#, defaultValue: #"`true`"#,
             meaning: #"hold delivery until the wall clock is NTP-synchronized (a Pi has no RTC; receivers reject stale timestamps). Events are still recorded and ring locally; on sync their `occurred_at` is corrected from the monotonic clock. `board/sim` sets it `false`."#),
         Row(key: #"`[clock] sync_file`"#, type: #"path"#, defaultValue: #"`/run/systemd/timesync/synchronized`"#,
