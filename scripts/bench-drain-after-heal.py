@@ -148,6 +148,12 @@ retry_max_ms = 30000
         if r.get("answer") in ("200", "reset-after") and r.get("sequence") is not None:
             stored.setdefault(r["sequence"], r["t"])
     waits = sorted(stored[s] - made for s, made in presses if s in stored)
+    # Why the slowest presses waited: each attempt's time after the press and the answer, and
+    # what the receiver answered in between (its Retry-After pauses are respected).
+    slowest = sorted(((stored[s] - made, s, made) for s, made in presses if s in stored), reverse=True)[:3]
+    why = [{"wait_s": round(w, 2), "attempts": [(round(r["t"] - made, 2), r["answer"]) for r in log if r.get("sequence") == s],
+            "answers_meanwhile": {a: sum(1 for r in log if made <= r["t"] <= made + w and r["answer"] == a and r.get("sequence") != s)
+                                  for a in ("200", "429", "500", "reset-after", "reset-before")}} for w, s, made in slowest]
     during = [r for r in log if r["t"] >= heal and (drained_at is None or r["t"] <= drained_at)]
 
     def pct(q):
@@ -160,7 +166,7 @@ retry_max_ms = 30000
         "answers_during_drain": {a: sum(1 for r in during if r["answer"] == a) for a in sorted({r["answer"] for r in during})},
         "presses_while_up": len(presses), "presses_delivered": len(waits),
         "press_wait_s": {"p50": pct(0.5), "p90": pct(0.9), "max": round(waits[-1], 2) if waits else None},
-        "load_start": load_start, "load_end": load(),
+        "slowest": why, "load_start": load_start, "load_end": load(),
         "lost": sorted(set(range(1, max(stored) + 1)) - set(stored)) if stored and drained_at else None,
     }))
 finally:

@@ -162,12 +162,16 @@ import Testing
         }
     }
 
+    static func parking(after failures: Int) -> UplinkMachine {
+        UplinkMachine(settings: UplinkMachine.Settings(maxInFlight: 4, backoff: FullJitterBackoff(initialMillis: 1_000, capMillis: 30_000),
+                                                       requireClockSync: false, parkAfterFailures: failures))
+    }
+
     /// An event that keeps failing while the receiver takes the others never holds them: they all
     /// go, and it is parked after `parkAfterFailures` such failures — not before.
     @Test func aPoisonEventIsPassedThenParked() {
         var rng = SeededRandom(seed: 13)
-        var m = UplinkMachine(settings: UplinkMachine.Settings(maxInFlight: 4, backoff: FullJitterBackoff(initialMillis: 1_000, capMillis: 30_000),
-                                                               requireClockSync: false, parkAfterFailures: 5))
+        var m = Self.parking(after: 5)
         var pending = Self.items(1...40)
         var now: Int64 = 0
         var poisonTries = 0
@@ -200,8 +204,7 @@ import Testing
     /// receiver takes other events.
     @Test func anOutageParksNothing() {
         var rng = SeededRandom(seed: 14)
-        var m = UplinkMachine(settings: UplinkMachine.Settings(maxInFlight: 4, backoff: FullJitterBackoff(initialMillis: 1_000, capMillis: 30_000),
-                                                               requireClockSync: false, parkAfterFailures: 3))
+        var m = Self.parking(after: 3)
         let pending = Self.items(1...5)
         var now: Int64 = 0
         var sent = 0
