@@ -148,6 +148,13 @@ retry_max_ms = 30000
         if r.get("answer") in ("200", "reset-after") and r.get("sequence") is not None:
             stored.setdefault(r["sequence"], r["t"])
     waits = sorted(stored[s] - made for s, made in presses if s in stored)
+    first_try = {}
+    for r in log:
+        if r.get("sequence") is not None:
+            first_try.setdefault(r["sequence"], r["t"])
+    # Press → its first request, and whether a Retry-After pause (a 429 answered within the 5 s
+    # before) could have held it.
+    firsts = sorted(first_try[s] - made for s, made in presses if s in first_try)
     # Why the slowest presses waited: each attempt's time after the press and the answer, and
     # what the receiver answered in between (its Retry-After pauses are respected).
     slowest = sorted(((stored[s] - made, s, made) for s, made in presses if s in stored), reverse=True)[:3]
@@ -166,6 +173,9 @@ retry_max_ms = 30000
         "answers_during_drain": {a: sum(1 for r in during if r["answer"] == a) for a in sorted({r["answer"] for r in during})},
         "presses_while_up": len(presses), "presses_delivered": len(waits),
         "press_wait_s": {"p50": pct(0.5), "p90": pct(0.9), "max": round(waits[-1], 2) if waits else None},
+        "press_first_request_s": {"p50": round(firsts[len(firsts) // 2], 2) if firsts else None,
+                                  "p90": round(firsts[min(len(firsts) - 1, int(0.9 * len(firsts)))], 2) if firsts else None,
+                                  "max": round(firsts[-1], 2) if firsts else None},
         "slowest": why, "load_start": load_start, "load_end": load(),
         "lost": sorted(set(range(1, max(stored) + 1)) - set(stored)) if stored and drained_at else None,
     }))

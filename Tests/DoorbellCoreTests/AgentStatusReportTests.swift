@@ -96,7 +96,7 @@ import Testing
                 == ["radio rtl433 missing: rtl_433 not found in PATH"])
         #expect(problems { $0.radios[2].state = "degraded" } == ["radio ble degraded: "])
         #expect(problems { $0.radios[2].ble?.exitsOnHold = "no advert for 95 s" } == ["presence: no advert for 95 s"])
-        #expect(problems { $0.outbox.stats?.dead = 2 } == ["outbox: 2 event(s) refused by the receiver are parked; see agentctl queue --dead"])
+        #expect(problems { $0.outbox.stats?.dead = 2 } == ["outbox: 2 event(s) parked as dead letters (refused by the receiver, or failing while it took others); see agentctl queue list --dead, then agentctl queue retry"])
         #expect(problems { $0.outbox.stats = nil; $0.outbox.readError = "database is locked" } == ["outbox: database is locked"])
         #expect(problems { $0.outbox.heldInMemory = 3 }
                 == ["storage: full — 3 event(s) held in memory until space returns; free space in /var/lib/doorbell-agent"])

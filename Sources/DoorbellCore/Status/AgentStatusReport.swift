@@ -217,7 +217,7 @@ public struct AgentStatusReport: Sendable, Equatable {
             if let b = r.ble, let hold = b.exitsOnHold, !b.inside.isEmpty, r.state == "running" { out.append("presence: \(hold)") }
         }
         if let s = outbox.stats, s.dead > 0 {
-            out.append("outbox: \(s.dead) event(s) refused by the receiver are parked; see agentctl queue --dead")
+            out.append("outbox: \(s.dead) event(s) parked as dead letters (refused by the receiver, or failing while it took others); see agentctl queue list --dead, then agentctl queue retry")
         }
         if let e = outbox.readError { out.append("outbox: \(e)") }
         if let e = outbox.lastError { out.append("outbox: \(e)") }
