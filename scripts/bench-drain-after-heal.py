@@ -8,7 +8,8 @@ down (every connection reset) while --events presses are made, stays down --outa
 then heals (with the failures above). From the heal on, a press every --press-every-s seconds:
 "presses made while up". Prints one JSON line: drain time (heal → empty outbox), requests/s,
 429s, and the presses' waits (press → first stored copy at the receiver) p50/p90/max, with the
-1-minute load average at the start and the end. Everything stops after --max-s seconds.
+1-minute load average at the start and the end, and the three slowest presses' attempts.
+Everything stops after --max-s seconds.
 
   scripts/bench-drain-after-heal.py --agent .build/debug/doorbell-agent --agentctl .build/debug/agentctl
 """
@@ -152,8 +153,7 @@ retry_max_ms = 30000
     for r in log:
         if r.get("sequence") is not None:
             first_try.setdefault(r["sequence"], r["t"])
-    # Press → its first request, and whether a Retry-After pause (a 429 answered within the 5 s
-    # before) could have held it.
+    # Press → its first request (what the uplink decides; the rest is the receiver's answers).
     firsts = sorted(first_try[s] - made for s, made in presses if s in first_try)
     # Why the slowest presses waited: each attempt's time after the press and the answer, and
     # what the receiver answered in between (its Retry-After pauses are respected).
