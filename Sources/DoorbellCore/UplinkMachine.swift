@@ -204,6 +204,18 @@ public struct UplinkMachine: Sendable {
         receiverAskedToWait = askedMs != nil
         if let asked = askedMs { receiverNotBefore = max(receiverNotBefore, now + Int64(asked) * 1000) }
         windowSize = wentAny && askedMs == nil ? max(1, settings.maxInFlight) : 1
+        if !wentAny {
+            // The next probe is another event: one that just failed waits past the receiver's
+            // backoff, so a poison event at the head is not the probe every time.
+            for i in verdicts.indices {
+                guard case .retry = verdicts[i] else { continue }
+                let id = answers[i].item.id
+                let at = max(notBefore[id] ?? 0, receiverNotBefore + 1_000)
+                notBefore[id] = at
+                let delayMs = Int((at - now + 999) / 1000)
+                verdicts[i] = .retry(delayMs: delayMs, nextAttemptAtWallMs: nowWallMs + Int64(delayMs))
+            }
+        }
         return verdicts
     }
 
