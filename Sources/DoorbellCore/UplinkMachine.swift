@@ -5,9 +5,10 @@
 //
 // Two backoffs, kept apart. The *receiver's*: after a window in which nothing went, no request
 // before a full-jitter delay (growing with such windows) or the Retry-After it asked for; the
-// next window is one request (a probe). The *event's*: a failed event waits out its own
-// full-jitter delay (growing with its attempts), stored as `next_attempt_at_ms`, while every
-// other due event may pass it — the head of the queue never holds the rest. A press the machine
+// next window is one request (a probe), and the events that just failed wait past it, so the
+// probe is another event. The *event's*: a failed event waits out its own full-jitter delay
+// (growing with its attempts), stored as `next_attempt_at_ms`, while every other due event may
+// pass it — the head of the queue never holds the rest. A press the machine
 // saw while it was live (made less than 30 s before, or during the window in flight) keeps
 // going first, newest first, until it is delivered — whatever it failed meanwhile — and does not
 // wait out the receiver's own backoff, only a Retry-After.
