@@ -9,7 +9,8 @@ import Glibc
 // what to publish and when (events in sequence order, at most `max_in_flight` unacknowledged;
 // availability, retained `online` and the last will `offline`; Home Assistant discovery at
 // connect, at its birth message and on reload, with entities that left the config removed; the
-// gateway's diagnostics). This loop makes the calls it asks for. After a crash the events not yet
+// gateway's diagnostics; events held after a connect until Home Assistant listens). This loop
+// makes the calls it asks for. After a crash the events not yet
 // acknowledged are published again: at least once, each carrying its event id to de-duplicate.
 
 public final class MQTTSink: @unchecked Sendable {
