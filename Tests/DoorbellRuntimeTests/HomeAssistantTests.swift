@@ -8,13 +8,20 @@ import XCTest
 /// leaving) go through the agent; Home Assistant must create the devices under the gateway and
 /// the entities, and take the states, without a warning about our messages.
 final class HomeAssistantTests: XCTestCase {
-    func testHomeAssistantCreatesTheDevicesAndEntitiesAndTakesTheStates() throws {
-        let dir = try TempDir()
+    /// A broker on loopback and a Home Assistant on it, started.
+    func house(_ dir: TempDir) throws -> (MosquittoBroker, HomeAssistantCore) {
         let broker = try MosquittoBroker(dir)
         try broker.start()
-        defer { broker.stop() }
-        let ha = try HomeAssistantCore(dir, broker: broker)
-        defer { ha.child.signal(SIGKILL) }
+        do { return (broker, try HomeAssistantCore(dir, broker: broker)) } catch {
+            broker.stop()
+            throw error
+        }
+    }
+
+    func testHomeAssistantCreatesTheDevicesAndEntitiesAndTakesTheStates() throws {
+        let dir = try TempDir()
+        let (broker, ha) = try house(dir)
+        defer { ha.child.signal(SIGKILL); broker.stop() }
         let config = ha.config
 
         // The sim board, with the broker's port and its own state.
@@ -112,11 +119,8 @@ final class HomeAssistantTests: XCTestCase {
     /// second part loses them.
     func testHomeAssistantFiresEveryPressAtFirstStartAndAcrossABrokerRestart() throws {
         let dir = try TempDir()
-        let broker = try MosquittoBroker(dir)
-        try broker.start()
-        defer { broker.stop() }
-        let ha = try HomeAssistantCore(dir, broker: broker)
-        defer { ha.child.signal(SIGKILL) }
+        let (broker, ha) = try house(dir)
+        defer { ha.child.signal(SIGKILL); broker.stop() }
         defer { if (testRun?.failureCount ?? 0) > 0 { try? FileManager.default.copyItem(atPath: dir.path, toPath: "/tmp/ha-failed-" + String(dir.path.suffix(8))) } }
         let socket = dir.file("control.sock")
         let agentConfig = try mqttAgentConfig(dir, socket: socket, port: broker.port, gateway: "gw-ha", waitForHomeAssistant: nil)
