@@ -57,7 +57,7 @@ level = "warning"
 require_sync = false
 [radio.rtl433]
 binary = "$work/quiet.sh"
-$(if [[ $3 == mqtt:* ]]; then printf '[mqtt]\nhost = "127.0.0.1"\nport = %s\n' "${3#mqtt:}"; else
+$(if [[ $3 == mqtt:* ]]; then printf '[mqtt]\nhost = "127.0.0.1"\nport = %s\nwait_for_home_assistant_s = 0\n' "${3#mqtt:}"; else
   printf '[uplink]\nurl = "%s"\nca_file = "%s"\nhmac_secret_file = "%s"\n' "$3" "$work/pki/ca.pem" "$work/g.whsec"; fi)
 $4
 CONF

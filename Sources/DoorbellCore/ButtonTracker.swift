@@ -50,8 +50,18 @@ public struct ButtonTracker: Sendable {
         var suppressedSinceForward: Int
     }
 
+    /// Why a frame forwarded no press (`agentctl inject press` says which).
+    public enum Swallowed: Sendable, Equatable {
+        /// Within `repeatGap` of the device's previous frame (or a hold packet): the press still going.
+        case samePress
+        /// A new press within `cooldown` of the last forwarded one: counted as suppressed.
+        case cooldown
+    }
+
     public let settings: Settings
     public private(set) var counters = Counters()
+    /// Why the last frame forwarded no press; nil when it forwarded one (or started a hold).
+    public private(set) var lastSwallowed: Swallowed?
     private var devices: [String: DeviceState] = [:]
 
     /// Unknown codes create state too (noise, neighbours' remotes); past this many we forget the
@@ -71,6 +81,7 @@ public struct ButtonTracker: Sendable {
 
         if at - state.lastFrameAt <= settings.repeatGapMicros {
             state.lastFrameAt = at
+            lastSwallowed = .samePress
             if state.pressForwarded, !state.heldEmitted, at - state.pressStartedAt >= settings.holdAfterMicros {
                 state.heldEmitted = true
                 counters.held += 1
@@ -92,6 +103,7 @@ public struct ButtonTracker: Sendable {
         defer { devices[device] = state }
         state.lastFrameAt = at
         if continuation {
+            lastSwallowed = .samePress
             // Once per press, like a long RF burst: later hold packets of the same press add nothing.
             guard state.pressForwarded, !state.heldEmitted else { return nil }
             state.heldEmitted = true
@@ -102,6 +114,7 @@ public struct ButtonTracker: Sendable {
     }
 
     private mutating func firstPress(device: String, at: Int64) -> Output {
+        lastSwallowed = nil
         makeRoom(now: at)
         counters.presses += 1
         counters.forwarded += 1
@@ -116,12 +129,14 @@ public struct ButtonTracker: Sendable {
         state.pressStartedAt = at
         state.heldEmitted = false
         if let last = state.lastForwardedAt, at - last < settings.cooldownMicros {
+            lastSwallowed = .cooldown
             state.pressForwarded = false
             state.suppressedSinceForward += 1
             counters.suppressed += 1
             return nil
         }
         let suppressed = state.suppressedSinceForward
+        lastSwallowed = nil
         state.pressForwarded = true
         state.lastForwardedAt = at
         state.suppressedSinceForward = 0

@@ -134,6 +134,7 @@ extension ConfigLoader {
             }
         }
         if let b = t.bool("discovery") { m.discovery = b }
+        if let v = t.int("wait_for_home_assistant_s", in: 0...3_600) { m.waitForHomeAssistantSeconds = v }
         if let v = t.int("keepalive_s", in: 5...3_600) { m.keepaliveSeconds = v }
         if let v = t.int("max_in_flight", in: 1...100) { m.maxInFlight = v }
         if let v = t.int("retry_initial_ms", in: 100...600_000) { m.retryInitialMs = v }
@@ -215,5 +216,16 @@ extension ConfigLoader {
         !s.isEmpty && s.utf8.count <= 64 && s.unicodeScalars.allSatisfy {
             ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) || "-_.".unicodeScalars.contains($0)
         }
+    }
+}
+
+extension MQTTSettings {
+    /// What `check-config` says about a password file its group or other users may open (`mode`:
+    /// its st_mode); nil when only its owner may. The agent still reads it: a warning, with the fix.
+    public static func passwordFileWarning(path: String, mode: UInt32) -> String? {
+        guard mode & 0o077 != 0 else { return nil }
+        let octal = String(mode & 0o777, radix: 8)
+        let who = mode & 0o007 != 0 ? "every user of this machine" : "its group"
+        return "warning: mqtt.password_file \(path) is open to \(who) (mode 0\(octal)); the broker password should be the agent's alone: chmod 600 \(path) and chown it to the user the agent runs as"
     }
 }

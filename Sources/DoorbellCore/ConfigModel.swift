@@ -364,6 +364,9 @@ public struct MQTTSettings: Sendable, Equatable {
     public var topicPrefix: String = "doorbell"
     public var discovery: Bool = true
     public var discoveryPrefix: String = "homeassistant"
+    /// With discovery: how long events wait for Home Assistant's birth message after a connect
+    /// (MQTTSession); 0 publishes them at once.
+    public var waitForHomeAssistantSeconds: Int = 30
     public var keepaliveSeconds: Int = 60
     public var maxInFlight: Int = 20
     public var retryInitialMs: Int = 1_000

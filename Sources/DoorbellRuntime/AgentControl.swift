@@ -114,15 +114,19 @@ extension Agent {
         let time = ReceiveTime(monoMicros: Clocks.monotonicMicros(), wallMicros: Clocks.wallMicros(),
                                clockSynced: Clocks.isWallClockSynchronized(config.clock))
         let events: [AgentEvent]
+        let swallowed: ButtonTracker.Swallowed?
         if device.radio == "ble" {
-            events = blePipeline.withLock { $0.inject(device: device, at: time) }
+            (events, swallowed) = blePipeline.withLock { ($0.inject(device: device, at: time), $0.tracker.lastSwallowed) }
         } else if device.radio == "ook" {
-            events = ookPipeline.withLock { $0.inject(device: device, at: time) }
+            (events, swallowed) = ookPipeline.withLock { ($0.inject(device: device, at: time), $0.rf.tracker.lastSwallowed) }
         } else {
-            events = pipeline.withLock { $0.inject(device: device, at: time) }
+            (events, swallowed) = pipeline.withLock { ($0.inject(device: device, at: time), $0.tracker.lastSwallowed) }
         }
         guard !events.isEmpty else {
-            return .object([("ok", .bool(false)), ("error", .string("the press was counted but not forwarded: it fell within the cooldown (\(config.button.cooldownMicros / 1000) ms) of the last press of \(deviceID); try again in a few seconds"))])
+            let why = swallowed == .samePress
+                ? "it was merged into the previous press of \(deviceID): it came within repeat_gap_ms (\(config.button.repeatGapMicros / 1000) ms) of it, so it counts as the same press still going; wait longer than that between presses"
+                : "the press was counted but not forwarded: it fell within the cooldown (\(config.button.cooldownMicros / 1000) ms) of the last press of \(deviceID); try again in a few seconds"
+            return .object([("ok", .bool(false)), ("error", .string(why))])
         }
         var ids: [JSONValue] = []
         for event in events { if let entry = accept(event) { ids.append(.string(entry.id)) } }

@@ -113,6 +113,7 @@ extension Agent {
             x.lastErrorWallMicros = q.lastErrorWallMicros
             x.discoveryMessages = Int64(q.discoveryMessages)
             x.discoveryPublishedWallMicros = q.discoveryPublishedWallMicros
+            x.homeAssistant = q.homeAssistant
             x.ignored = q.ignored.sorted { $0.key < $1.key }.map { .init($0.key, Int64($0.value)) }
             report.mqtt = x
         }

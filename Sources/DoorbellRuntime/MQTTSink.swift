@@ -9,7 +9,8 @@ import Glibc
 // what to publish and when (events in sequence order, at most `max_in_flight` unacknowledged;
 // availability, retained `online` and the last will `offline`; Home Assistant discovery at
 // connect, at its birth message and on reload, with entities that left the config removed; the
-// gateway's diagnostics). This loop makes the calls it asks for. After a crash the events not yet
+// gateway's diagnostics; events held after a connect until Home Assistant listens). This loop
+// makes the calls it asks for. After a crash the events not yet
 // acknowledged are published again: at least once, each carrying its event id to de-duplicate.
 
 public final class MQTTSink: @unchecked Sendable {
@@ -31,6 +32,7 @@ public final class MQTTSink: @unchecked Sendable {
     private var mosq: OpaquePointer?
     /// Every decision (connect, backoff, what to publish next, which PUBACK completes an event) is the session's.
     private var session: MQTTSession
+    private var loggedHomeAssistant = MQTTSession.HomeAssistant.notWaitedFor
 
     public init(settings: MQTTSettings, discovery: [MQTTMessage], topics: MQTTTopics, outbox: Outbox, stateDir: String, log: Logger,
                 diagnostics: @escaping @Sendable () -> JSONValue) {
@@ -44,7 +46,8 @@ public final class MQTTSink: @unchecked Sendable {
         let broker = "\(settings.caFile == nil ? "mqtt" : "mqtts")://\(settings.host):\(settings.port)"
         session = MQTTSession(settings: MQTTSession.Settings(
             maxInFlight: settings.maxInFlight, backoff: FullJitterBackoff(initialMillis: settings.retryInitialMs, capMillis: settings.retryMaxMs),
-            discovery: settings.discovery, discoveryPrefix: settings.discoveryPrefix, topics: topics), broker: broker)
+            discovery: settings.discovery, discoveryPrefix: settings.discoveryPrefix, topics: topics,
+            homeAssistantWaitMicros: Int64(settings.waitForHomeAssistantSeconds) * 1_000_000), broker: broker)
         status = Locked(MQTTSinkStatus(broker: broker))
     }
 
@@ -173,6 +176,10 @@ public final class MQTTSink: @unchecked Sendable {
     /// The session's status for readers on other threads, and its failures to the journal.
     private func publishStatus() {
         for message in session.takeNews() { log.error("mqtt.failed", [("broker", session.status.broker), ("error", message)]) }
+        if session.homeAssistant != loggedHomeAssistant {
+            loggedHomeAssistant = session.homeAssistant
+            if let text = session.status.homeAssistant { log.info("mqtt.home_assistant", [("state", text)]) }
+        }
         let snapshot = session.status
         status.withLock { $0 = snapshot }
     }
@@ -243,7 +250,7 @@ public final class MQTTSink: @unchecked Sendable {
     private func onMessage(_ message: mosquitto_message) {
         let topic = message.topic.map { String(cString: $0) } ?? ""
         let payload = UnsafeRawBufferPointer(start: message.payload, count: message.payload == nil ? 0 : Int(max(message.payloadlen, 0)))
-        if session.messageArrived(topic: topic, payload: payload) == .homeAssistantOnline {
+        if session.messageArrived(topic: topic, payload: payload, retained: message.retain, at: now) == .homeAssistantOnline {
             log.info("mqtt.home_assistant_online", [("hint", "publishing discovery again")])
         }
     }
@@ -266,10 +273,10 @@ public final class MQTTSink: @unchecked Sendable {
     private func publishDiscovery(_ m: OpaquePointer) {
         let current = discovery.snapshot
         let messages = MQTTSession.discoveryMessages(current: current, previouslyPublished: loadPublishedDiscovery())
-        let published = messages.count(where: { publish(m, $0) != nil })
+        let mids = messages.compactMap { publish(m, $0) }
         savePublishedDiscovery(Set(current.map(\.topic)).sorted())
-        session.discoveryPublished(published, at: now)
-        log.info("mqtt.discovery_published", [("messages", String(published)), ("prefix", settings.discoveryPrefix)])
+        session.discoveryPublished(mids: mids, at: now)
+        log.info("mqtt.discovery_published", [("messages", String(mids.count)), ("prefix", settings.discoveryPrefix)])
     }
 
     private func loadPublishedDiscovery() -> [String] {

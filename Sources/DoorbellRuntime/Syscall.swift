@@ -222,10 +222,11 @@ public final class PollableStop: @unchecked Sendable {
         if writeFD >= 0 { var b: UInt8 = 1; _ = write(writeFD, &b, 1) }
     }
 
-    /// Sleeps up to `micros`, or until set; true when set.
+    /// Sleeps up to `micros`, or until set; true when set. A deadline already past (`micros` < 0,
+    /// as `until - now` is when the thread ran late) is no wait: poll's negative timeout is forever.
     public func pause(micros: Int64) -> Bool {
         var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        _ = poll(&p, 1, Int32(clamping: micros / 1000))
+        _ = poll(&p, 1, Int32(clamping: max(micros, 0) / 1000))
         return isSet
     }
 }

@@ -137,6 +137,11 @@ extension DoorbellAgentCommand {
 
         func run() throws(AgentExit) {
             let cfg = try loadConfig(file)
+            var st = stat()
+            if let password = cfg.mqtt?.passwordFile, stat(password, &st) == 0,
+               let warning = MQTTSettings.passwordFileWarning(path: password, mode: UInt32(st.st_mode)) {
+                printError(warning)
+            }
             print("\(file): OK — gateway \(cfg.gatewayID), \(cfg.devices.count) device(s), radio rtl433 \(cfg.rtl433 == nil ? "off" : "on"), radio ook \(cfg.ook.map { "on (\($0.source.rawValue))" } ?? "off"), radio ble \(cfg.ble == nil ? "off" : "on"), \(cfg.regions.count) region(s), uplink \(cfg.uplink?.url ?? "not configured")")
         }
     }

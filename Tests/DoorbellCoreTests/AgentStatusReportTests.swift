@@ -53,6 +53,7 @@ import Testing
         q.lastAckWallMicros = t0 - 2_000_000
         q.connects = 2
         q.discoveryMessages = 9
+        q.homeAssistant = "waiting for its birth message"
         q.ignored = [.init("not_json", 1)]
         r.mqtt = q
         r.configReload = .object([("ok", .bool(true)), ("at", .string(RFC3339.format(micros: t0 - 100_000_000)))])

@@ -58,6 +58,21 @@ import Testing
         #expect(tracker.observe(device: "a", at: 4_000_000) == .pressed(device: "a", at: 4_000_000, suppressed: 2))
     }
 
+    /// What `agentctl inject press` tells the user: a frame within the repeat gap is the same press,
+    /// a new press within the cooldown is suppressed, and a forwarded press clears the reason.
+    @Test func theReasonAFrameForwardedNothing() {
+        var tracker = ButtonTracker(settings: ButtonTracker.Settings(repeatGapMicros: 300_000, holdAfterMicros: 1_500_000, cooldownMicros: 0))
+        #expect(tracker.observe(device: "a", at: 1_000_000) != nil && tracker.lastSwallowed == nil)
+        #expect(tracker.observe(device: "a", at: 1_100_000) == nil)
+        #expect(tracker.lastSwallowed == .samePress, "within the repeat gap, although the cooldown is 0")
+        #expect(tracker.observe(device: "a", at: 2_000_000) != nil && tracker.lastSwallowed == nil)
+        var cooling = ButtonTracker(settings: settings)
+        _ = cooling.observe(device: "a", at: 1_000_000)
+        #expect(cooling.observe(device: "a", at: 2_000_000) == nil && cooling.lastSwallowed == .cooldown)
+        _ = cooling.observeDiscrete(device: "a", at: 2_100_000, continuation: true)
+        #expect(cooling.lastSwallowed == .samePress)
+    }
+
     @Test func holdEmitsOnceAfterHoldAfter() {
         var tracker = ButtonTracker(settings: settings)
         var outputs: [ButtonTracker.Output] = []

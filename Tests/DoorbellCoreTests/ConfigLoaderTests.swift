@@ -324,6 +324,16 @@ import Testing
             #expect(error.issues.count == 3, "\(error.description)")
         }
     }
+
+    /// check-config's rule for mqtt.password_file: only its owner may open it (the README's 0600).
+    @Test func aPasswordFileOthersMayOpenIsWarnedOfWithTheFix() {
+        #expect(MQTTSettings.passwordFileWarning(path: "/etc/p", mode: 0o100600) == nil)
+        #expect(MQTTSettings.passwordFileWarning(path: "/etc/p", mode: 0o100400) == nil)
+        let world = MQTTSettings.passwordFileWarning(path: "/etc/p", mode: 0o100644) ?? ""
+        #expect(world.contains("every user") && world.contains("mode 0644") && world.contains("chmod 600 /etc/p"), "\(world)")
+        #expect(MQTTSettings.passwordFileWarning(path: "/etc/p", mode: 0o100640)?.contains("its group (mode 0640)") == true)
+        #expect(MQTTSettings.passwordFileWarning(path: "/etc/p", mode: 0o100620) != nil, "group-writable is open too")
+    }
 }
 
 @Suite struct PathResolutionTests {

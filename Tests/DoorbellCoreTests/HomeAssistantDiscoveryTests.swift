@@ -97,6 +97,63 @@ struct HomeAssistantDiscoveryTests {
         #expect(try JSONReader.parse(bytes: v[2].payload)["dwell_s"]?.intValue == 42)
     }
 
+    /// Home Assistant's rules for an event entity (homeassistant/components/event): a doorbell-class
+    /// entity offers the standard `ring` type (HA 2025+ warns "will stop working in Home Assistant
+    /// 2027.4" otherwise), every event_type a message carries is one of the entity's event_types (HA
+    /// drops it otherwise), and every device trigger fires on one of them. Checked for each kind of
+    /// device on each radio, against the events that device produces.
+    @Test(arguments: [("rtl433", DeviceKind.doorbell), ("ble", .doorbell), ("rtl433", .answerButton), ("ble", .answerButton)])
+    func everyEventEntityFollowsHomeAssistantsRules(radio: String, kind: DeviceKind) throws {
+        let config = try ConfigLoader.parse(text: """
+            gateway_id = "gw"
+            [radio.rtl433]
+            [radio.ble]
+            transport = "tcp"
+            address = "127.0.0.1:9100"
+            [[device]]
+            id = "d"
+            kind = "\(kind.rawValue)"
+            radio = "\(radio)"
+            match = \(radio == "ble" ? "{ address = \"C0:11:22:33:44:02\" }" : "{ code = 1 }")
+            [mqtt]
+            host = "hass.local"
+            """, file: "agent.toml")
+        let messages = HomeAssistantDiscovery.messages(config: config, settings: try #require(config.mqtt), agentVersion: "0.1.0")
+        let entity = try JSONReader.parse(bytes: try #require(messages.first { $0.topic.hasPrefix("homeassistant/event/") }).payload)
+        let offered = Set(entity["event_types"]?.arrayValues?.compactMap(\.stringValue) ?? [])
+        let doorbellClass = entity["device_class"]?.stringValue == "doorbell"
+        #expect(doorbellClass == (kind == .doorbell))
+        if doorbellClass { #expect(offered.contains("ring"), "a doorbell event entity must offer ring: \(offered)") }
+        // What the device's presses become on its state topic.
+        let produced: [EventType] = kind == .answerButton ? [.doorAnswered]
+            : radio == "ble" ? [.doorbellPressed, .doorbellDoublePressed, .doorbellTriplePressed, .doorbellLongPressed,
+                                .doorbellLongDoublePressed, .doorbellLongTriplePressed, .doorbellHeld]
+            : [.doorbellPressed, .doorbellHeld]
+        let topics = MQTTTopics(prefix: "doorbell", gatewayID: "gw")
+        for type in produced {
+            let event = AgentEvent(type: type, device: DeviceRef(id: "d", name: "D", radio: radio), occurredAtMicros: 1_764_000_000_000_000,
+                                   clockSynced: true, data: .object([]))
+            let out = try #require(MQTTPublications.forEvent(body: event.body(id: "e", sequence: 1, gatewayID: "gw", agentVersion: "0.1.0"), topics: topics))
+            let state = try #require(out.first { $0.topic == topics.deviceEvent("d") })
+            let sent = try #require(try JSONReader.parse(bytes: state.payload)["event_type"]?.stringValue)
+            #expect(offered.contains(sent), "\(type.rawValue) is sent as \(sent), not one of \(offered)")
+        }
+        if kind == .doorbell {
+            let press = AgentEvent(type: .doorbellPressed, device: DeviceRef(id: "d", name: "D", radio: radio), occurredAtMicros: 1,
+                                   clockSynced: true, data: .object([]))
+            let out = try #require(MQTTPublications.forEvent(body: press.body(id: "e", sequence: 1, gatewayID: "gw", agentVersion: "0.1.0"), topics: topics))
+            #expect(try JSONReader.parse(bytes: out[1].payload)["event_type"]?.stringValue == "ring", "a doorbell's press rings")
+        }
+        let triggers = messages.filter { $0.topic.hasPrefix("homeassistant/device_automation/") }
+        #expect(!triggers.isEmpty)
+        for t in triggers {
+            let payload = try JSONReader.parse(bytes: t.payload)["payload"]?.stringValue ?? ""
+            #expect(offered.contains(payload), "\(t.topic) fires on \(payload), which is never sent")
+        }
+        // The press trigger keeps its topic (automations built on it keep working).
+        #expect(triggers.contains { $0.topic == "homeassistant/device_automation/doorbell_gw/d_press/config" })
+    }
+
     @Test func bodiesThatAreNotOurEventsAreRefusedNotCrashed() {
         let topics = MQTTTopics(prefix: "doorbell", gatewayID: "gw")
         for bad in ["", "{", "[]", "{\"type\":\"doorbell.pressed\"}", "{\"id\":\"x\",\"type\":\"nope\"}"] {

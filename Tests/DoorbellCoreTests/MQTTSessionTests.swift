@@ -5,9 +5,9 @@ import Testing
 /// The MQTT sink's policy without a broker or a clock: the test plays libmosquitto and moves time.
 @Suite struct MQTTSessionTests {
     static let topics = MQTTTopics(prefix: "doorbell", gatewayID: "gw")
-    static func settings(maxInFlight: Int = 3, discovery: Bool = true) -> MQTTSession.Settings {
+    static func settings(maxInFlight: Int = 3, discovery: Bool = true, homeAssistantWaitMicros: Int64 = 0) -> MQTTSession.Settings {
         MQTTSession.Settings(maxInFlight: maxInFlight, backoff: FullJitterBackoff(initialMillis: 1_000, capMillis: 8_000),
-                             discovery: discovery, discoveryPrefix: "homeassistant", topics: topics)
+                             discovery: discovery, discoveryPrefix: "homeassistant", topics: topics, homeAssistantWaitMicros: homeAssistantWaitMicros)
     }
 
     static func at(_ mono: Int64) -> MQTTSession.Time { MQTTSession.Time(monoMicros: mono, wallMicros: 1_800_000_000_000_000 + mono) }
@@ -31,7 +31,7 @@ import Testing
         while true {
             switch s.next(at: at(now), random: &random) {
             case .publish, .subscribe, .publishDiagnostics: continue
-            case .publishDiscovery: s.discoveryPublished(1, at: at(now))
+            case .publishDiscovery: s.discoveryPublished(mids: [], at: at(now))
             case let other: return other
             }
         }
@@ -199,14 +199,14 @@ import Testing
         var s = MQTTSession(settings: Self.settings(), broker: "b")
         var rng = SeededRandom(seed: 10)
         Self.connected(&s, at: 0, random: &rng)
-        #expect(s.messageArrived(topic: "homeassistant/status", payload: Array("offline".utf8)) == .homeAssistantOffline)
+        #expect(s.messageArrived(topic: "homeassistant/status", payload: Array("offline".utf8), at: Self.at(0)) == .homeAssistantOffline)
         #expect(s.next(at: Self.at(0), random: &rng) == .service)
-        #expect(s.messageArrived(topic: "homeassistant/status", payload: Array("online".utf8)) == .homeAssistantOnline)
+        #expect(s.messageArrived(topic: "homeassistant/status", payload: Array("online".utf8), at: Self.at(0)) == .homeAssistantOnline)
         #expect(s.next(at: Self.at(0), random: &rng) == .publishDiscovery)
-        #expect(s.messageArrived(topic: "homeassistant/status", payload: Array("hello".utf8)) == .ignored(reason: "unexpected_payload"))
-        #expect(s.messageArrived(topic: "homeassistant/status", payload: [UInt8](repeating: 0x6F, count: 65)) == .ignored(reason: "oversized_payload"))
-        #expect(s.messageArrived(topic: "elsewhere", payload: Array("online".utf8)) == .ignored(reason: "unknown_topic"))
-        #expect(s.messageArrived(topic: "elsewhere", payload: []) == .ignored(reason: "unknown_topic"))
+        #expect(s.messageArrived(topic: "homeassistant/status", payload: Array("hello".utf8), at: Self.at(0)) == .ignored(reason: "unexpected_payload"))
+        #expect(s.messageArrived(topic: "homeassistant/status", payload: [UInt8](repeating: 0x6F, count: 65), at: Self.at(0)) == .ignored(reason: "oversized_payload"))
+        #expect(s.messageArrived(topic: "elsewhere", payload: Array("online".utf8), at: Self.at(0)) == .ignored(reason: "unknown_topic"))
+        #expect(s.messageArrived(topic: "elsewhere", payload: [], at: Self.at(0)) == .ignored(reason: "unknown_topic"))
         #expect(s.status.ignored == ["unexpected_payload": 1, "oversized_payload": 1, "unknown_topic": 2])
     }
 
@@ -216,7 +216,7 @@ import Testing
         Self.connected(&s, at: 0, random: &rng)
         s.discoveryChanged()
         #expect(s.next(at: Self.at(1), random: &rng) == .publishDiscovery)
-        s.discoveryPublished(4, at: Self.at(1))
+        s.discoveryPublished(mids: [1, 2, 3, 4], at: Self.at(1))
         #expect(s.status.discoveryMessages == 4)
         #expect(s.next(at: Self.at(MQTTSession.diagnosticsEveryMicros - 1), random: &rng) == .readOutbox(after: 0, limit: 3))
         #expect(s.next(at: Self.at(MQTTSession.diagnosticsEveryMicros), random: &rng) == .publishDiagnostics)
@@ -309,7 +309,7 @@ import Testing
                     #expect(s.connection == .connected && libraryConnected)
                 case .publishDiscovery:
                     #expect(s.connection == .connected && libraryConnected)
-                    s.discoveryPublished(1, at: Self.at(now))
+                    s.discoveryPublished(mids: [], at: Self.at(now))
                 case let .readOutbox(after, limit):
                     #expect(limit > 0)
                     s.rowsRead(Array(rows.filter { $0.sequence > after && !stored.contains($0.id) }.prefix(limit)))

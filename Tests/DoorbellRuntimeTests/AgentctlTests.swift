@@ -5,27 +5,30 @@ import XCTest
 /// agentctl against a running agent: inject, events --follow, queue, status exit codes, and the
 /// control socket's peer check.
 final class AgentctlTests: XCTestCase {
+    /// An agent whose radio hears nothing (a stand-in for rtl_433), with one device, front-door;
+    /// `tracker` is its [tracker.button] section, `extra` follows the device.
+    func quietAgent(_ dir: TempDir, socket: String, tracker: String, extra: String = "") throws -> Child {
+        let config = try dir.write("agent.toml", """
+        \(agentHeader(dir, socket: socket))
+        [radio.rtl433]
+        binary = "\(try quietRadio(dir))"
+        [tracker.button]
+        \(tracker)
+        [[device]]
+        id = "front-door"
+        match = { code = "0x5A3C91" }
+        \(extra)
+        """)
+        return try startAgent(dir, config: config, socket: socket)
+    }
+
     func testInjectedPressIsFollowedQueuedAndMarkedTest() throws {
         try requireFile(Paths.agentBinary, "doorbell-agent")
         let dir = try TempDir()
         let socket = dir.file("control.sock")
-        // A quiet radio: stands in for rtl_433 with nothing on the air.
-        let quiet = try dir.write("quiet-rtl433.sh", "#!/bin/sh\nexec sleep 600\n")
-        chmod(quiet, 0o755)
-        let config = try dir.write("agent.toml", """
-        \(agentHeader(dir, socket: socket))
-        [radio.rtl433]
-        binary = "\(quiet)"
-        [[device]]
-        id = "front-door"
-        match = { code = "0x5A3C91" }
-        [metrics]
-        file = "\(dir.file("agent.prom"))"
-        interval_s = 1
-        """)
-        let agent = try Child(Paths.agentBinary, ["run", "--config", config], dir: dir, name: "agent")
+        let agent = try quietAgent(dir, socket: socket, tracker: "repeat_gap_ms = 20 # the second inject below is a new press, inside the cooldown",
+                                   extra: "[metrics]\nfile = \"\(dir.file("agent.prom"))\"\ninterval_s = 1")
         defer { agent.stop() }
-        eventually(30, "agent answers") { agentStatus(socket) != nil }
         XCTAssertEqual(try runCommand(Paths.agentctlBinary, ["status", "--socket", socket]).status, 0, "healthy exits 0")
 
         let follower = try Child(Paths.agentctlBinary, ["events", "--follow", "--json", "--socket", socket], dir: dir, name: "follow")
@@ -35,6 +38,7 @@ final class AgentctlTests: XCTestCase {
         let r = try runCommand(Paths.agentctlBinary, ["inject", "press", "--device", "front-door", "--socket", socket])
         XCTAssertEqual(r.status, 0, r.stderr)
         XCTAssertTrue(r.stdout.contains("injected a test press of front-door"), r.stdout)
+        usleep(50_000) // longer than repeat_gap_ms
         let again = try runCommand(Paths.agentctlBinary, ["inject", "press", "--device", "front-door", "--socket", socket])
         XCTAssertEqual(again.status, 1, "a second press inside the cooldown is not forwarded")
         XCTAssertTrue(again.stderr.contains("within the cooldown"), again.stderr)
@@ -59,6 +63,22 @@ final class AgentctlTests: XCTestCase {
         let q = try JSONReader.parse(queue.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
         XCTAssertEqual(q["depth"]?.intValue, 1, "no uplink: the event waits in the outbox")
         XCTAssertEqual(q["events"]?.arrayFirst?["type"]?.stringValue, "doorbell.pressed")
+    }
+
+    /// Two injected presses within repeat_gap_ms are one press (a button repeats its code while
+    /// held); agentctl says so, not "within the cooldown (0 ms)".
+    func testAPressWithinTheRepeatGapIsSaidToBeMerged() throws {
+        try requireFile(Paths.agentBinary, "doorbell-agent")
+        let dir = try TempDir()
+        let socket = dir.file("control.sock")
+        let agent = try quietAgent(dir, socket: socket, tracker: "cooldown_ms = 0\nrepeat_gap_ms = 10000")
+        defer { agent.stop() }
+        XCTAssertEqual(try runCommand(Paths.agentctlBinary, ["inject", "press", "--device", "front-door", "--socket", socket]).status, 0)
+        let again = try runCommand(Paths.agentctlBinary, ["inject", "press", "--device", "front-door", "--socket", socket])
+        XCTAssertEqual(again.status, 1)
+        XCTAssertTrue(again.stderr.contains("merged into the previous press of front-door"), again.stderr)
+        XCTAssertTrue(again.stderr.contains("repeat_gap_ms (10000 ms)"), again.stderr)
+        XCTAssertFalse(again.stderr.contains("cooldown"), again.stderr)
     }
 
     func testControlSocketRefusesOtherUsers() throws {

@@ -39,6 +39,32 @@ final class BadInputTests: XCTestCase {
         }
     }
 
+    /// The README asks for a 0600 password file; check-config says when it is open to others, with
+    /// the fix, and is quiet once it is not.
+    func testCheckConfigWarnsOfAPasswordFileOthersCanRead() throws {
+        try requireFile(Paths.agentBinary, "doorbell-agent")
+        let dir = try TempDir()
+        let password = try dir.write("mqtt.password", "secret\n")
+        chmod(password, 0o644)
+        let config = try dir.write("agent.toml", """
+        gateway_id = "gw"
+        [radio.rtl433]
+        replay = []
+        [mqtt]
+        host = "127.0.0.1"
+        username = "doorbell"
+        password_file = "\(password)"
+        """)
+        let loose = try runCommand(Paths.agentBinary, ["check-config", config])
+        XCTAssertEqual(loose.status, 0, "a warning, not an error: \(loose.stderr)")
+        XCTAssertTrue(loose.stderr.contains("mqtt.password_file \(password) is open to every user of this machine (mode 0644)"), loose.stderr)
+        XCTAssertTrue(loose.stderr.contains("chmod 600 \(password)"), loose.stderr)
+        chmod(password, 0o600)
+        let tight = try runCommand(Paths.agentBinary, ["check-config", config])
+        XCTAssertEqual(tight.status, 0, tight.stderr)
+        XCTAssertFalse(tight.stderr.contains("password_file"), tight.stderr)
+    }
+
     func testGarbageFromRtl433IsCountedAndThePressStillArrivesInTheOutbox() throws {
         try requireFile(Paths.agentBinary, "doorbell-agent")
         let dir = try TempDir()

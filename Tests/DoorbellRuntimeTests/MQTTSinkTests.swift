@@ -82,6 +82,47 @@ func canConnect(port: Int) -> Bool {
     }
 }
 
+/// An agent with a quiet radio, one RF button "front-door" (each inject a press of its own) and
+/// `[mqtt]` on the loopback broker at `port`, reconnecting within a second.
+func mqttAgentConfig(_ dir: TempDir, socket: String, port: Int, gateway: String = "gw", waitForHomeAssistant: Int?,
+                     extra: String = "") throws -> String {
+    try dir.write("agent.toml", """
+    gateway_id = "\(gateway)"
+    [paths]
+    state_dir = "\(dir.file("state"))"
+    control_socket = "\(socket)"
+    [clock]
+    require_sync = false
+    [radio.rtl433]
+    binary = "\(try quietRadio(dir))"
+    [tracker.button]
+    cooldown_ms = 0
+    repeat_gap_ms = 20
+    [[device]]
+    id = "front-door"
+    name = "Front door"
+    match = { code = 1 }
+    [mqtt]
+    host = "127.0.0.1"
+    port = \(port)
+    retry_initial_ms = 100
+    retry_max_ms = 1000
+    \(waitForHomeAssistant.map { "wait_for_home_assistant_s = \($0)" } ?? "")
+    \(extra)
+    """)
+}
+
+/// `agentctl inject press` of the front door `count` times, further apart than repeat_gap_ms
+/// (separate presses); the event ids.
+func injectPressIDs(_ socket: String, count: Int) throws -> [String] {
+    try (0..<count).map { _ in
+        usleep(30_000)
+        let r = try runCommand(Paths.agentctlBinary, ["inject", "press", "--device", "front-door", "--socket", socket, "--json"])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        return (try? JSONReader.parse(r.stdout))?["event_ids"]?.arrayValues?.first?.stringValue ?? ""
+    }
+}
+
 /// The MQTT sink against a real broker: presses and Home Assistant discovery arrive; a broker
 /// that is down (and comes back empty, without persistence) loses nothing and gets the events
 /// in order; a kill -9 mid-publish loses nothing; a refused login is a clear status.
@@ -92,39 +133,14 @@ final class MQTTSinkTests: XCTestCase {
         try requireFile(Paths.agentBinary, "doorbell-agent")
     }
 
-    func config(_ dir: TempDir, socket: String, port: Int, mqtt extra: String = "") throws -> String {
-        try dir.write("agent.toml", """
-        \(agentHeader(dir, socket: socket))
-        [clock]
-        require_sync = false
-        [radio.rtl433]
-        binary = "\(try quietRadio(dir))"
-        [tracker.button]
-        cooldown_ms = 0
-        repeat_gap_ms = 20
-        [[device]]
-        id = "front-door"
-        name = "Front door"
-        match = { code = 1 }
-        [mqtt]
-        host = "127.0.0.1"
-        port = \(port)
-        retry_initial_ms = 100
-        retry_max_ms = 1000
-        \(extra)
-        """)
+    /// `waitForHomeAssistant`: nil leaves the default; these tests have no Home Assistant, so 0.
+    func config(_ dir: TempDir, socket: String, port: Int, waitForHomeAssistant: Int? = 0, mqtt extra: String = "") throws -> String {
+        try mqttAgentConfig(dir, socket: socket, port: port, waitForHomeAssistant: waitForHomeAssistant, extra: extra)
     }
 
     func mqttStatus(_ socket: String) -> JSONValue? { agentStatus(socket)?["mqtt"] }
 
-    func injectIDs(_ socket: String, count: Int) throws -> [String] {
-        try (0..<count).map { _ in
-            usleep(30_000) // further apart than repeat_gap_ms: separate presses
-            let r = try runCommand(Paths.agentctlBinary, ["inject", "press", "--device", "front-door", "--socket", socket, "--json"])
-            XCTAssertEqual(r.status, 0, r.stderr)
-            return (try? JSONReader.parse(r.stdout))?["event_ids"]?.arrayValues?.first?.stringValue ?? ""
-        }
-    }
+    func injectIDs(_ socket: String, count: Int) throws -> [String] { try injectPressIDs(socket, count: count) }
 
     func testPressesAndDiscoveryArriveAndABrokerOutageLosesNothing() throws {
         try requireBroker()
@@ -143,13 +159,13 @@ final class MQTTSinkTests: XCTestCase {
         let first = try injectIDs(socket, count: 1)
         eventually(10, "the press on its Home Assistant event topic") { !sub.payloads("doorbell/gw/front-door/event").isEmpty }
         let press = sub.payloads("doorbell/gw/front-door/event").first
-        XCTAssertEqual(press?["event_type"]?.stringValue, "press")
+        XCTAssertEqual(press?["event_type"]?.stringValue, "ring", "a doorbell's press rings (Home Assistant's doorbell type)")
         XCTAssertEqual(press?["id"]?.stringValue, first.first)
         XCTAssertEqual(sub.payloads("doorbell/gw/events").first?["id"]?.stringValue, first.first)
         // Discovery: an event entity with its device triggers, under the gateway.
         let event = sub.payloads("homeassistant/event/doorbell_gw/front-door/config").first
         XCTAssertEqual(event?["state_topic"]?.stringValue, "doorbell/gw/front-door/event")
-        XCTAssertEqual(event?["event_types"]?.arrayValues?.compactMap(\.stringValue), ["press", "hold"])
+        XCTAssertEqual(event?["event_types"]?.arrayValues?.compactMap(\.stringValue), ["ring", "hold"])
         XCTAssertEqual(event?["device"]?["via_device"]?.stringValue, "doorbell_gw")
         XCTAssertEqual(event?["availability_topic"]?.stringValue, "doorbell/gw/status")
         XCTAssertNotNil(sub.payloads("homeassistant/device_automation/doorbell_gw/front-door_press/config").first)

@@ -7,9 +7,17 @@
 // config topic that is no longer produced removes that entity from Home Assistant.
 
 public enum HomeAssistantDiscovery {
-    /// BTHome buttons announce these; RF buttons only press and hold.
+    /// BTHome buttons announce these; RF buttons only press and hold (the agent's names).
     static let bleEventTypes = ["press", "double_press", "triple_press", "long_press", "long_double_press", "long_triple_press", "hold"]
     static let rfEventTypes = ["press", "hold"]
+
+    /// The `event_type` Home Assistant gets for one of the agent's types: a doorbell's press is
+    /// `ring`, the type Home Assistant requires of every doorbell-class event entity (its standard
+    /// doorbell event; without it HA warns, and from 2027.4 refuses the entity). The others keep
+    /// their names; an answer button is a button, so its press stays `press`.
+    public static func sentEventType(_ agentType: String, kind: DeviceKind) -> String {
+        kind == .doorbell && agentType == "press" ? "ring" : agentType
+    }
 
     /// Device-trigger types: Home Assistant's own names where one fits, so the UI words them.
     static func triggerType(_ eventType: String) -> String {
@@ -70,13 +78,16 @@ public enum HomeAssistantDiscovery {
             let object = MQTTTopics.level(d.id)
             add("event", object, [
                 ("name", .null), ("unique_id", .string("\(node)_\(object)_event")),
-                ("state_topic", .string(topics.deviceEvent(d.id))), ("event_types", .array(types.map(JSONValue.string))),
+                ("state_topic", .string(topics.deviceEvent(d.id))),
+                ("event_types", .array(types.map { .string(sentEventType($0, kind: d.kind)) })),
                 ("device_class", .string(d.kind == .doorbell ? "doorbell" : "button")), ("device", device),
             ] + availability)
+            // Keyed by the agent's type (a doorbell's `…_press` trigger keeps its topic, so the
+            // automations built on it keep working), firing on what is sent.
             for type in types {
                 add("device_automation", "\(object)_\(type)", [
                     ("automation_type", .string("trigger")), ("topic", .string(topics.deviceEvent(d.id))),
-                    ("type", .string(triggerType(type))), ("subtype", .string("button_1")), ("payload", .string(type)),
+                    ("type", .string(triggerType(type))), ("subtype", .string("button_1")), ("payload", .string(sentEventType(type, kind: d.kind))),
                     ("value_template", .string("{{ value_json.event_type }}")), ("device", device),
                 ])
             }

@@ -40,20 +40,23 @@ public struct MQTTTopics: Sendable, Equatable {
 }
 
 public enum MQTTPublications {
-    /// Home Assistant's event type for each doorbell event (the `event_types` of its entity).
+    /// Home Assistant's event type for each doorbell event (one of its entity's `event_types`).
     public static func homeAssistantEventType(_ type: EventType) -> String? {
+        let agentType: String
         switch type {
-        case .doorbellPressed: "press"
-        case .doorbellHeld: "hold"
-        case .doorbellDoublePressed: "double_press"
-        case .doorbellTriplePressed: "triple_press"
-        case .doorbellLongPressed: "long_press"
-        case .doorbellLongDoublePressed: "long_double_press"
-        case .doorbellLongTriplePressed: "long_triple_press"
-        case .doorAnswered: "press"  // the answer button's own entity (device_class button)
+        case .doorbellPressed: agentType = "press"
+        case .doorbellHeld: agentType = "hold"
+        case .doorbellDoublePressed: agentType = "double_press"
+        case .doorbellTriplePressed: agentType = "triple_press"
+        case .doorbellLongPressed: agentType = "long_press"
+        case .doorbellLongDoublePressed: agentType = "long_double_press"
+        case .doorbellLongTriplePressed: agentType = "long_triple_press"
+        case .doorAnswered: return "press"  // the answer button's own entity (device_class button)
         case .beaconEntered, .beaconExited, .gatewayEvicted, .gatewayDeadLetter, .pushDisplayed, .pushNotDisplayed, .phoneNotification, .phonePaired,
-             .phonePairingFailed, .phoneForgotten: nil
+             .phonePairingFailed, .phoneForgotten: return nil
         }
+        // doorbell.* events come from doorbell-kind devices only.
+        return HomeAssistantDiscovery.sentEventType(agentType, kind: .doorbell)
     }
 
     /// The messages of one stored event, in order; nil when the body is not an event we wrote.

@@ -1,44 +1,21 @@
 // The MQTT sink's policy as a value: when to connect and how long to back off, what to publish
 // next (availability, Home Assistant discovery, diagnostics, then the outbox in sequence order
 // with at most `maxInFlight` events unacknowledged), which PUBACKs complete an event, and what a
-// message on our subscriptions means. The shell (DoorbellRuntime's MQTTSink) makes libmosquitto's
-// calls, reads and writes the outbox and the discovery file, tells the session what happened with
-// the time, and does what `next` asks; so tests drive every decision without a broker or a clock.
-
-public struct MQTTSinkStatus: Sendable, Equatable {
-    public var broker: String
-    public var connected = false
-    /// Events the broker acknowledged.
-    public var acknowledged = 0
-    public var connects = 0
-    public var lastAckWallMicros: Int64?
-    public var lastError: String?
-    public var lastErrorWallMicros: Int64?
-    public var discoveryMessages = 0
-    public var discoveryPublishedWallMicros: Int64?
-    /// Messages on our subscriptions that were not Home Assistant's status, by reason.
-    public var ignored: [String: Int] = [:]
-    public init(broker: String) { self.broker = broker }
-}
-
-/// One stored event waiting for the broker: the session reads its body only to build its messages.
-public struct MQTTOutboxRow: Sendable, Equatable {
-    public let id: String
-    public let sequence: Int64
-    public let body: [UInt8]
-    public init(id: String, sequence: Int64, body: [UInt8]) {
-        self.id = id
-        self.sequence = sequence
-        self.body = body
-    }
-}
-
-/// The messages of one event, published together; the event is acknowledged once all are.
-public struct MQTTEventPublication: Sendable, Equatable {
-    public let id: String
-    public let sequence: Int64
-    public let messages: [MQTTMessage]
-}
+// message on our subscriptions means.
+//
+// Events wait for Home Assistant to listen. A broker takes an event (PUBACK) whether or not
+// Home Assistant is subscribed, and the outbox then lets it go: a press published while Home
+// Assistant is away, or before it re-subscribed after a broker restart, is lost to it. So, with
+// discovery on, after every connect (and after Home Assistant says `offline`) events wait for
+// its birth message (`<discovery_prefix>/status` = `online`, sent once it has subscribed again),
+// then for the broker to acknowledge the discovery published in answer and a moment for Home
+// Assistant to subscribe to new entities. A house without Home Assistant (Node-RED), or one that
+// was already running when the agent connected (it announces itself only when it connects), is
+// not waited for beyond `homeAssistantWaitMicros`: events then go out all the same.
+//
+// The shell (DoorbellRuntime's MQTTSink) makes libmosquitto's calls, reads and writes the outbox
+// and the discovery file, tells the session what happened with the time, and does what `next`
+// asks; so tests drive every decision without a broker or a clock.
 
 public struct MQTTSession: Sendable {
     public struct Settings: Sendable, Equatable {
@@ -48,12 +25,17 @@ public struct MQTTSession: Sendable {
         public var discovery: Bool
         public var discoveryPrefix: String
         public var topics: MQTTTopics
-        public init(maxInFlight: Int, backoff: FullJitterBackoff, discovery: Bool, discoveryPrefix: String, topics: MQTTTopics) {
+        /// With discovery: how long events wait for Home Assistant's birth message after a connect
+        /// or its `offline` before going out anyway; 0 publishes them at once (no waiting).
+        public var homeAssistantWaitMicros: Int64
+        public init(maxInFlight: Int, backoff: FullJitterBackoff, discovery: Bool, discoveryPrefix: String, topics: MQTTTopics,
+                    homeAssistantWaitMicros: Int64 = 0) {
             self.maxInFlight = maxInFlight
             self.backoff = backoff
             self.discovery = discovery
             self.discoveryPrefix = discoveryPrefix
             self.topics = topics
+            self.homeAssistantWaitMicros = homeAssistantWaitMicros
         }
     }
 
@@ -120,6 +102,9 @@ public struct MQTTSession: Sendable {
     public static let backoffFloorMillis = 100
     /// Home Assistant's status is `online` or `offline`; anything longer is not it.
     public static let maxStatusPayload = 64
+    /// After the broker acknowledged the discovery, events wait this long more: Home Assistant
+    /// subscribes to a new entity's topic a moment after it received its config.
+    public static let discoverySettleMicros: Int64 = 1_000_000
 
     public let settings: Settings
     public private(set) var connection: Connection = .idle
@@ -148,6 +133,12 @@ public struct MQTTSession: Sendable {
     private var lastRead: Int64?
     private var readLimit: Int?
     private var queue: [MQTTEventPublication] = []
+    public private(set) var homeAssistant = HomeAssistant.notWaitedFor
+    /// The discovery's messages the broker has not acknowledged yet (message ids).
+    private var discoveryUnacknowledged: Set<Int32> = []
+    /// The last discovery went out; events wait for its acknowledgement, then until `settledAt`.
+    private var discoveryAwaited = false
+    private var discoverySettledAt: Int64?
 
     public init(settings: Settings, broker: String) {
         self.settings = settings
@@ -201,6 +192,7 @@ public struct MQTTSession: Sendable {
             lastDiagnostics = now.monoMicros
             return .publishDiagnostics
         }
+        guard homeAssistantListens(at: now) else { return .service }
         if !queue.isEmpty { return .publishEvent(queue.removeFirst()) }
         let room = settings.maxInFlight - outstanding.count
         if room > 0, readDue || lastRead.map({ now.monoMicros - $0 >= Self.outboxPollMicros }) ?? true {
@@ -210,6 +202,30 @@ public struct MQTTSession: Sendable {
             return .readOutbox(after: cursor, limit: room)
         }
         return .service
+    }
+
+    /// Whether events may go out now: Home Assistant announced itself (or the wait ran out) and,
+    /// after its birth, has had the discovery (acknowledged by the broker, then a moment).
+    private mutating func homeAssistantListens(at now: Time) -> Bool {
+        switch homeAssistant {
+        case .notWaitedFor: return true
+        case let .awaitingBirth(since):
+            guard now.monoMicros - since >= settings.homeAssistantWaitMicros else { return false }
+            setHomeAssistant(.notHeard)
+        case .online, .notHeard: break
+        }
+        guard homeAssistant == .online else { return true }
+        if discoveryAwaited {
+            guard discoveryUnacknowledged.isEmpty, !discoveryDue else { return false }
+            discoveryAwaited = false
+            discoverySettledAt = now.monoMicros + Self.discoverySettleMicros
+        }
+        return discoverySettledAt.map { now.monoMicros >= $0 } ?? !discoveryDue
+    }
+
+    private mutating func setHomeAssistant(_ state: HomeAssistant) {
+        homeAssistant = state
+        status.homeAssistant = state.text
     }
 
     /// The failures since the last call, to log (each once: the same failure again is not news).
@@ -265,6 +281,12 @@ public struct MQTTSession: Sendable {
             subscribeDue = true
             discoveryDue = true
         }
+        discoveryUnacknowledged = []
+        discoveryAwaited = false
+        discoverySettledAt = nil
+        if settings.discovery && settings.homeAssistantWaitMicros > 0 {
+            setHomeAssistant(.awaitingBirth(sinceMonoMicros: now.monoMicros)) // whatever was heard before
+        }
         lastDiagnostics = nil
         // Whatever the broker had not acknowledged, libmosquitto sends again; new events follow.
     }
@@ -292,6 +314,7 @@ public struct MQTTSession: Sendable {
 
     /// The broker's PUBACK for message `mid`.
     public mutating func acknowledgedByBroker(mid: Int32) {
+        if discoveryUnacknowledged.remove(mid) != nil { return }
         guard let id = inFlight.removeValue(forKey: mid) else { return }
         let left = (outstanding[id] ?? 1) - 1
         if left <= 0 {
@@ -332,40 +355,30 @@ public struct MQTTSession: Sendable {
         cursor = event.sequence
     }
 
-    public mutating func discoveryPublished(_ count: Int, at now: Time) {
-        status.discoveryMessages = count
+    /// The discovery went out: `mids` are the message ids of the messages libmosquitto took.
+    public mutating func discoveryPublished(mids: [Int32], at now: Time) {
+        status.discoveryMessages = mids.count
         status.discoveryPublishedWallMicros = now.wallMicros
+        discoveryUnacknowledged.formUnion(mids)
+        discoveryAwaited = true
+        discoverySettledAt = nil
     }
 
     /// A message on one of our subscriptions.
-    public mutating func messageArrived(topic: String, payload: some Collection<UInt8>) -> Heard {
+    /// `retained`: the broker kept it from before (a retained birth, if Home Assistant is set to
+    /// retain it); it says Home Assistant was up once, not that it subscribed since this connect.
+    public mutating func messageArrived(topic: String, payload: some Collection<UInt8>, retained: Bool = false, at now: Time) -> Heard {
         let heard = Self.classify(topic: topic, payload: payload, statusTopic: homeAssistantStatusTopic)
         switch heard {
-        case .homeAssistantOnline: discoveryDue = true
-        case .homeAssistantOffline: break
+        case .homeAssistantOnline:
+            discoveryDue = true
+            if homeAssistant != .notWaitedFor && !retained { setHomeAssistant(.online) }
+        case .homeAssistantOffline:
+            // It stopped (or the broker lost it): what is published now would be lost to it.
+            if homeAssistant != .notWaitedFor { setHomeAssistant(.awaitingBirth(sinceMonoMicros: now.monoMicros)) }
         case let .ignored(reason): status.ignored[reason, default: 0] += 1
         }
         return heard
-    }
-
-    static func classify(topic: String, payload: some Collection<UInt8>, statusTopic: String) -> Heard {
-        guard topic == statusTopic else { return .ignored(reason: "unknown_topic") }
-        guard payload.count <= maxStatusPayload else { return .ignored(reason: "oversized_payload") }
-        switch String(decoding: payload, as: UTF8.self) {
-        case "online": return .homeAssistantOnline
-        case "offline": return .homeAssistantOffline
-        default: return .ignored(reason: "unexpected_payload")
-        }
-    }
-
-    // MARK: - Discovery
-
-    /// What to publish for discovery: an empty retained config for each entity that left the
-    /// config (Home Assistant removes it), then the current entities.
-    public static func discoveryMessages(current: [MQTTMessage], previouslyPublished: [String]) -> [MQTTMessage] {
-        let now = Set(current.map(\.topic))
-        let removals = previouslyPublished.filter { !now.contains($0) }.map { MQTTMessage(topic: $0, payload: [], retain: true) }
-        return removals + current
     }
 
     // MARK: - Private

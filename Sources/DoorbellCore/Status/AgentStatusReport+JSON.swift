@@ -31,7 +31,7 @@ extension AgentStatusReport {
                          ("acknowledged", num(q.acknowledged)), ("last_ack", time(q.lastAckWallMicros)), ("connects", num(q.connects)),
                          ("last_error", text(q.lastError)), ("last_error_at", time(q.lastErrorWallMicros)),
                          ("discovery_messages", num(q.discoveryMessages)), ("discovery_published", time(q.discoveryPublishedWallMicros)),
-                         ("ignored", counts(q.ignored))])
+                         ("home_assistant", text(q.homeAssistant)), ("ignored", counts(q.ignored))])
             } ?? .null),
             ("phones", phones.map { p in
                 .object([("bonded", num(p.bonded)), ("connected", num(p.connected)), ("connected_phone", text(p.connectedPhone)),
@@ -93,6 +93,7 @@ extension AgentStatusReport {
             m.lastErrorWallMicros = micros(q["last_error_at"])
             m.discoveryMessages = q["discovery_messages"]?.intValue ?? 0
             m.discoveryPublishedWallMicros = micros(q["discovery_published"])
+            m.homeAssistant = q["home_assistant"]?.stringValue
             m.ignored = readCounts(q["ignored"])
             mqtt = m
         }

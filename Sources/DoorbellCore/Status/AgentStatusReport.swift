@@ -178,6 +178,8 @@ public struct AgentStatusReport: Sendable, Equatable {
         public var lastErrorWallMicros: Int64?
         public var discoveryMessages: Int64 = 0
         public var discoveryPublishedWallMicros: Int64?
+        /// Whether events wait for Home Assistant (MQTTSession.HomeAssistant); nil when they never do.
+        public var homeAssistant: String?
         /// Ignored messages on subscribed topics, by reason, sorted by reason.
         public var ignored: [Count] = []
         public init(broker: String) { self.broker = broker }

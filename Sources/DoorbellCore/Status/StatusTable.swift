@@ -52,6 +52,7 @@ public enum StatusTable {
         if let q = s.mqtt {
             let pending = s.outbox.stats.map { String($0.mqttPending) } ?? "-"
             rows.append(("mqtt", "\(q.broker): \(q.connected ? "connected" : "NOT connected"), \(pending) pending, \(q.acknowledged) acknowledged, last ack \(time(q.lastAckWallMicros))"))
+            if let h = q.homeAssistant { rows.append(("  home assistant", h)) }
             if let e = q.lastError { rows.append(("  last error", "\(time(q.lastErrorWallMicros)) \(e)")) }
         }
         for a in s.actions {
