@@ -26,7 +26,7 @@ import Testing
         try await store.enrollGateway(id: "gw-0001", accountID: owner.id, publicKey: nil, secret: secret, now: 1)
         let tokens = (0..<phones).map { _ in randomDeviceToken() }
         for token in tokens {
-            try await store.registerPhone(token: token, accountID: owner.id, environment: .sandbox,
+            try await store.registerPhone(token: token, accountID: owner.id, installationSecret: String(repeating: "s", count: 43), environment: .sandbox,
                                     bundleID: APNsTestServer.topic, now: 1)
         }
         return (db, store, tokens)

@@ -17,7 +17,7 @@ import Testing
         owner = try await store.createAccount(name: "Owner", now: 1).0
         try await store.enrollGateway(id: "gw-1", accountID: owner.id, publicKey: nil,
                                 secret: "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD", now: 1)
-        try await store.registerPhone(token: token, accountID: owner.id, environment: .production,
+        try await store.registerPhone(token: token, accountID: owner.id, installationSecret: String(repeating: "s", count: 43), environment: .production,
                                 bundleID: "com.example.doorbell", now: 1)
     }
 
