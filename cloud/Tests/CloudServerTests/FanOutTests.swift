@@ -543,10 +543,11 @@ enum StoreBackend: String, Sendable, CustomTestStringConvertible {
                                                  token: accounts[0].token)
                 #expect(status == .noContent)
                 #expect(try await press(client, id: "019ab2c4-5d6e-7f80-9a1b-2c3d4e5f6a11", sequence: 2).1["pushes"] as? Int == 1)
-                // Only the owner may share or unshare.
-                let (forbidden, _) = try await call(client, .post, "/doorbells/gw-0001:front-door/shares",
-                                                    token: accounts[1].token, #"{"account_id":"\#(accounts[1].id)"}"#)
-                #expect(forbidden == .forbidden)
+                // Only the owner may share or unshare; the former guest no longer sees the doorbell
+                // at all, so it is answered as to a stranger (404).
+                let (refused, _) = try await call(client, .post, "/doorbells/gw-0001:front-door/shares",
+                                                  token: accounts[1].token, #"{"account_id":"\#(accounts[1].id)"}"#)
+                #expect(refused == .notFound)
             }
         }
     }

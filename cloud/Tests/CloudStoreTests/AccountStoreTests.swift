@@ -229,6 +229,18 @@ enum Backend: String, Sendable, CustomTestStringConvertible {
 
 /// The schema of release 3 (CloudSchema.script before schema 4), as a database of it was made.
 enum SchemaV3 {
+    /// Takes a schema 4 SQLite database back to schema 3's shape (its beacon tables emptied).
+    static let downgradeFrom4 = """
+        ALTER TABLE phones DROP COLUMN installation_sha256; ALTER TABLE phones DROP COLUMN name;
+        ALTER TABLE phones DROP COLUMN name_shared; DROP TABLE beacon_messages; DROP TABLE beacon_pushes;
+        CREATE TABLE beacon_messages (id TEXT PRIMARY KEY NOT NULL, account_id TEXT NOT NULL REFERENCES accounts (id),
+            uuid TEXT NOT NULL, major BIGINT NOT NULL, minor BIGINT NOT NULL,
+            doorbell_id TEXT REFERENCES doorbells (id) ON DELETE CASCADE, site TEXT, event TEXT NOT NULL,
+            title TEXT NOT NULL, body TEXT NOT NULL, UNIQUE (account_id, uuid, major, minor, event));
+        CREATE TABLE beacon_pushes (token TEXT NOT NULL, uuid TEXT NOT NULL, major BIGINT NOT NULL, minor BIGINT NOT NULL,
+            last_push_ms BIGINT NOT NULL, PRIMARY KEY (token, uuid, major, minor));
+        """
+
     static let script = """
         CREATE TABLE events (id TEXT PRIMARY KEY NOT NULL, sequence BIGINT NOT NULL, type TEXT NOT NULL,
             gateway_id TEXT NOT NULL, device_id TEXT, occurred_at TEXT NOT NULL, body TEXT NOT NULL,

@@ -104,7 +104,7 @@ final class PostgresConnectionTests {
         let again = try await EventStore(database: connect())
         #expect(try await again.allEvents().count == 2)
         let versions = try await admin.query("SELECT version FROM \(schema).schema_version", [], operation: "versions")
-        #expect(versions.rows.map(\.columns) == [["3"]])
+        #expect(versions.rows.map(\.columns) == [["4"]])
     }
 
     @Test func concurrentConnectionsStoreOneEventOnce() async throws {
