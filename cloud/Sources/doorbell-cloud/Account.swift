@@ -20,12 +20,7 @@ struct AccountCommand: AsyncParsableCommand {
         var name: String
 
         func run() async throws {
-            let store: CloudStore
-            do {
-                store = try await CloudStore(url: db)
-            } catch {
-                throw CLIError("--db \(db): \(error)")
-            }
+            let store = try await openStore(db)
             let now = Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
             let (account, token) = try await store.createAccount(name: name, now: now)
             await store.close()
@@ -51,12 +46,7 @@ struct GatewayCommand: AsyncParsableCommand {
         var id: String
 
         func run() async throws {
-            let store: CloudStore
-            do {
-                store = try await CloudStore(url: db)
-            } catch {
-                throw CLIError("--db \(db): \(error)")
-            }
+            let store = try await openStore(db)
             var failure: (any Error)?
             do {
                 try await store.removeGateway(id: id, accountID: nil)
@@ -67,5 +57,14 @@ struct GatewayCommand: AsyncParsableCommand {
             if let failure { throw CLIError("\(failure)") }
             print(JSONText.object(["id": .string(id), "status": .string("removed")]))
         }
+    }
+}
+
+/// The store behind `--db`, or an error naming the option.
+func openStore(_ db: String) async throws -> CloudStore {
+    do {
+        return try await CloudStore(url: db)
+    } catch {
+        throw CLIError("--db \(db): \(error)")
     }
 }

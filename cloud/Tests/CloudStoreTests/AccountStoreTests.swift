@@ -229,16 +229,20 @@ enum Backend: String, Sendable, CustomTestStringConvertible {
 
 /// The schema of release 3 (CloudSchema.script before schema 4), as a database of it was made.
 enum SchemaV3 {
-    /// Takes a schema 4 SQLite database back to schema 3's shape (its beacon tables emptied).
-    static let downgradeFrom4 = """
-        ALTER TABLE phones DROP COLUMN installation_sha256; ALTER TABLE phones DROP COLUMN name;
-        ALTER TABLE phones DROP COLUMN name_shared; DROP TABLE beacon_messages; DROP TABLE beacon_pushes;
+    static let beaconTables = """
         CREATE TABLE beacon_messages (id TEXT PRIMARY KEY NOT NULL, account_id TEXT NOT NULL REFERENCES accounts (id),
             uuid TEXT NOT NULL, major BIGINT NOT NULL, minor BIGINT NOT NULL,
             doorbell_id TEXT REFERENCES doorbells (id) ON DELETE CASCADE, site TEXT, event TEXT NOT NULL,
             title TEXT NOT NULL, body TEXT NOT NULL, UNIQUE (account_id, uuid, major, minor, event));
         CREATE TABLE beacon_pushes (token TEXT NOT NULL, uuid TEXT NOT NULL, major BIGINT NOT NULL, minor BIGINT NOT NULL,
             last_push_ms BIGINT NOT NULL, PRIMARY KEY (token, uuid, major, minor));
+        """
+
+    /// Takes a schema 4 SQLite database back to schema 3's shape (its beacon tables emptied).
+    static let downgradeFrom4 = """
+        ALTER TABLE phones DROP COLUMN installation_sha256; ALTER TABLE phones DROP COLUMN name;
+        ALTER TABLE phones DROP COLUMN name_shared; DROP TABLE beacon_messages; DROP TABLE beacon_pushes;
+        \(beaconTables)
         """
 
     static let script = """
@@ -266,12 +270,7 @@ enum SchemaV3 {
             updated_at_ms BIGINT NOT NULL, lease_owner TEXT, displayed_at_ms BIGINT, displayed_on TEXT,
             not_displayed_at_ms BIGINT, PRIMARY KEY (event_id, token));
         CREATE INDEX deliveries_due ON deliveries (state, next_attempt_at_ms);
-        CREATE TABLE beacon_messages (id TEXT PRIMARY KEY NOT NULL, account_id TEXT NOT NULL REFERENCES accounts (id),
-            uuid TEXT NOT NULL, major BIGINT NOT NULL, minor BIGINT NOT NULL,
-            doorbell_id TEXT REFERENCES doorbells (id) ON DELETE CASCADE, site TEXT, event TEXT NOT NULL,
-            title TEXT NOT NULL, body TEXT NOT NULL, UNIQUE (account_id, uuid, major, minor, event));
-        CREATE TABLE beacon_pushes (token TEXT NOT NULL, uuid TEXT NOT NULL, major BIGINT NOT NULL, minor BIGINT NOT NULL,
-            last_push_ms BIGINT NOT NULL, PRIMARY KEY (token, uuid, major, minor));
+        \(beaconTables)
         CREATE TABLE phone_links (gateway_id TEXT NOT NULL, phone_id TEXT NOT NULL, token TEXT NOT NULL, phone_name TEXT,
             linked_at_ms BIGINT NOT NULL, PRIMARY KEY (gateway_id, phone_id));
         CREATE TABLE schema_version (version BIGINT NOT NULL);
