@@ -215,7 +215,9 @@ def register_phones(port, ca, token, tokens, threads):
         api = API(port, ca, token)
         try:
             for t in chunk:
-                api.call("PUT", f"/phones/{t}", {"environment": "sandbox", "bundle_id": TOPIC})
+                # Each phone's own installation secret (docs/protocol.md), made from its token here.
+                api.call("PUT", f"/phones/{t}", {"environment": "sandbox", "bundle_id": TOPIC,
+                                                 "installation_secret": "installation-" + t})
         except Exception as e:  # reported below; the other threads finish their share
             errors.append(e)
         finally:

@@ -101,7 +101,8 @@ echo "demo: gateway $gateway enrolled by the owner"
 phones=()
 for _ in 1 2; do
   token=$(openssl rand -hex 32)
-  api PUT "/phones/$token" "$owner_token" "{\"environment\":\"sandbox\",\"bundle_id\":\"$topic\"}" > /dev/null
+  # The app's per-installation secret comes with every registration (docs/protocol.md).
+  api PUT "/phones/$token" "$owner_token" "{\"environment\":\"sandbox\",\"bundle_id\":\"$topic\",\"installation_secret\":\"$(openssl rand -hex 32)\"}" > /dev/null
   phones+=("$token")
 done
 echo "demo: phones ${phones[0]:0:8}… and ${phones[1]:0:8}… registered (sandbox, $topic)"

@@ -12,6 +12,12 @@ final class PhonePushTests: XCTestCase {
     static let teamID = "TEAM123456"
     static let keyID = "KEY1234567"
     static let topic = "com.example.doorbell"
+    /// The body of `PUT /phones/{token}` as the app sends it: its installation secret (one per
+    /// phone here, made from its token) with every registration.
+    static func phoneRegistration(_ token: String) -> JSONValue {
+        .object([("environment", .string("sandbox")), ("bundle_id", .string(topic)),
+                 ("installation_secret", .string("installation-" + token))])
+    }
     static let doorbellName = "Front door"
 
     func testPressRingsOwnerAndGuestPhonesAndPrunesTheDeadToken() throws {
@@ -58,10 +64,13 @@ final class PhonePushTests: XCTestCase {
         let doorbellID = "gw-test:front-door"
         try api.expect(200, "PUT", "/doorbells/\(doorbellID)", token: ownerToken, .object([("name", .string(Self.doorbellName))]))
         try api.expect(201, "POST", "/doorbells/\(doorbellID)/shares", token: ownerToken, .object([("account_id", .string(guestID))]))
-        let phone: JSONValue = .object([("environment", .string("sandbox")), ("bundle_id", .string(Self.topic))])
-        try api.expect(200, "PUT", "/phones/\(ownerLive)", token: ownerToken, phone)
-        try api.expect(200, "PUT", "/phones/\(ownerDead)", token: ownerToken, phone)
-        try api.expect(200, "PUT", "/phones/\(guestPhone)", token: guestToken, phone)
+        // Each phone registers as its app does, with its installation's secret; the cloud answers
+        // the opaque id its deliveries are shown by (never the token: cloud issue #30).
+        var phoneIDs: [String: String] = [:]
+        for (token, account) in [(ownerLive, ownerToken), (ownerDead, ownerToken), (guestPhone, guestToken)] {
+            let registered = try api.expect(200, "PUT", "/phones/\(token)", token: account, Self.phoneRegistration(token))
+            phoneIDs[token] = registered["id"]?.stringValue
+        }
 
         // The press.
         let agent = try Child(Paths.agentBinary, ["run", "--config", config], dir: dir, name: "agent")
@@ -95,7 +104,8 @@ final class PhonePushTests: XCTestCase {
         XCTAssertEqual(cloudEvents.first?["verified"]?.arrayValues?.compactMap(\.stringValue), ["v1a"])
 
         // The owner's view of the deliveries: 2 delivered, 1 unregistered, the event's apns-id.
-        let byToken = Dictionary(deliveries.map { ($0["token"]?.stringValue ?? "", $0) }, uniquingKeysWith: { a, _ in a })
+        let tokenByID = Dictionary(phoneIDs.map { ($0.value, $0.key) }, uniquingKeysWith: { a, _ in a })
+        let byToken = Dictionary(deliveries.map { (tokenByID[$0["phone_id"]?.stringValue ?? ""] ?? "", $0) }, uniquingKeysWith: { a, _ in a })
         XCTAssertEqual(deliveries.count, 3, diagnostics())
         XCTAssertEqual(Set(byToken.keys), [ownerLive, ownerDead, guestPhone], diagnostics())
         XCTAssertEqual(byToken[ownerLive]?["state"]?.stringValue, "delivered")
@@ -109,7 +119,7 @@ final class PhonePushTests: XCTestCase {
         XCTAssertFalse(apnsIDs.contains(eventID.lowercased()))
         // A guest sees only the pushes to its own phones.
         let guestView = try api.expect(200, "GET", "/events/\(eventID)/deliveries", token: guestToken)
-        XCTAssertEqual(guestView["deliveries"]?.arrayValues?.compactMap { $0["token"]?.stringValue }, [guestPhone])
+        XCTAssertEqual(guestView["deliveries"]?.arrayValues?.compactMap { $0["phone_id"]?.stringValue }, [phoneIDs[guestPhone] ?? "?"])
 
         // The dead token is gone; the others stay.
         let ownerPhones = try api.expect(200, "GET", "/phones", token: ownerToken)

@@ -50,8 +50,8 @@ final class PhoneReceiptTests: XCTestCase {
         let publicKey = try runCommand(Paths.agentBinary, ["pubkey", "--config", config]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         try api.expect(201, "POST", "/gateways", token: ownerToken, .object([("id", .string("gw-test")), ("public_key", .string(publicKey))]))
         try api.expect(200, "PUT", "/doorbells/gw-test:front-door", token: ownerToken, .object([("name", .string(PhonePushTests.doorbellName))]))
-        try api.expect(200, "PUT", "/phones/\(token)", token: ownerToken,
-                       .object([("environment", .string("sandbox")), ("bundle_id", .string(PhonePushTests.topic))]))
+        let phoneID = try api.expect(200, "PUT", "/phones/\(token)", token: ownerToken,
+                                     PhonePushTests.phoneRegistration(token))["id"]?.stringValue
 
         // The agent starts (the recorded press goes out at once); the owner opens pairing.
         let agent = try Child(Paths.agentBinary, ["run", "--config", config], dir: dir, name: "agent")
@@ -88,7 +88,7 @@ final class PhoneReceiptTests: XCTestCase {
             stack.cloud.stdout.contains("RECEIPT ") && stack.cloud.stdout.contains(" push.displayed \(pressID) \(token.prefix(8))")
         }
         let rows = try api.expect(200, "GET", "/events/\(pressID)/deliveries", token: ownerToken)["deliveries"]?.arrayValues ?? []
-        let row = rows.first { $0["token"]?.stringValue == token }
+        let row = rows.first { $0["phone_id"]?.stringValue == phoneID }
         XCTAssertEqual(row?["receipt"]?.stringValue, "displayed", "\(rows)" + diagnostics())
         XCTAssertNotNil(row?["press_to_displayed_ms"]?.intValue, "\(rows)")
         XCTAssertNotNil(row?["accepted_to_displayed_ms"]?.intValue, "\(rows)")

@@ -9,6 +9,8 @@ Modes (each prints one JSON line on stdout; `stall-body` prints {"sent": true} f
   half-headers    half a request head, then nothing; {"closed": bool, "elapsed": T}
   idle            C TLS connections that send nothing; {"closed": K, "elapsed": T} (K closed by the server)
   cap             C idle TLS connections, then one more; {"extra_closed": bool, "held_open": K}
+  chunked         POST /events with a 1 MiB body sent chunked (no content-length), stopping once
+                  the server answers; {"status": S|null, "body": the answer's JSON or null}
 Every wait is bounded by --seconds (default 30).
 """
 import argparse, json, select, socket, ssl, sys, time
@@ -46,7 +48,7 @@ def main():
     p.add_argument("--ca", required=True)
     p.add_argument("--count", type=int, default=10)
     p.add_argument("--seconds", type=float, default=30.0)
-    p.add_argument("mode", choices=["declare-length", "stall-body", "half-headers", "idle", "cap"])
+    p.add_argument("mode", choices=["declare-length", "stall-body", "half-headers", "idle", "cap", "chunked"])
     args = p.parse_args()
     started = time.monotonic()
     out = {}
@@ -89,6 +91,36 @@ def main():
         except (ssl.SSLError, OSError):
             out["extra_closed"] = True
         out["held_open"] = sum(1 for s in socks if not closed_within(s, 0.05))
+    elif args.mode == "chunked":
+        s = connect(args)
+        s.sendall(b"POST /events HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+                  b"transfer-encoding: chunked\r\n\r\n")
+        chunk = b"a" * 16384
+        answer = b""
+        try:
+            for _ in range(64):  # 1 MiB at most
+                if select.select([s], [], [], 0)[0]:
+                    break  # the server answered before the whole body: stop sending
+                s.sendall(b"%x\r\n" % len(chunk) + chunk + b"\r\n")
+            else:
+                s.sendall(b"0\r\n\r\n")
+        except (ssl.SSLError, OSError):
+            pass  # the server may close while we send; its answer may still be readable
+        s.settimeout(args.seconds)
+        try:
+            while b"\r\n\r\n" not in answer or len(answer.split(b"\r\n\r\n", 1)[1]) == 0:
+                data = s.recv(65536)
+                if not data:
+                    break
+                answer += data
+        except (socket.timeout, ssl.SSLError, OSError):
+            pass
+        out["status"] = int(answer.split(b" ")[1]) if answer.startswith(b"HTTP/1.1 ") else None
+        body = answer.split(b"\r\n\r\n", 1)[1] if b"\r\n\r\n" in answer else b""
+        try:
+            out["body"] = json.loads(body.split(b"\n")[0]) if body else None
+        except ValueError:
+            out["body"] = body.decode("utf-8", "replace")
     out["elapsed"] = round(time.monotonic() - started, 3)
     print(json.dumps(out), flush=True)
 

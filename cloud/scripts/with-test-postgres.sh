@@ -5,7 +5,8 @@
 # removed afterwards, whatever CMD did. Exits with CMD's status.
 #
 # Without PostgreSQL (or, as root, without a postgres user to run it as) CMD runs without the
-# variable and the PostgreSQL tests skip themselves.
+# variable and the PostgreSQL tests skip themselves; under CI=true that is a failure instead (exit
+# 1 before CMD runs), as is any other skip in CI, and the Swift suites fail rather than skip.
 #
 # Usage: cloud/scripts/with-test-postgres.sh swift test --scratch-path /tmp/pg-build --filter CloudStoreTests
 #        PG_BIN=/usr/lib/postgresql/16/bin cloud/scripts/with-test-postgres.sh CMD...
@@ -32,6 +33,10 @@ elif [[ $(id -u) -eq 0 ]]; then
 fi
 # Not root: the server runs as the invoking user, which PostgreSQL accepts.
 if [[ -n "$skip_reason" ]]; then
+    if [[ "${CI:-}" == "true" ]]; then
+        echo "with-test-postgres: $skip_reason; under CI=true the PostgreSQL tests must run, not skip" >&2
+        exit 1
+    fi
     echo "with-test-postgres: $skip_reason; the PostgreSQL tests are skipped" >&2
     exec "$@"
 fi

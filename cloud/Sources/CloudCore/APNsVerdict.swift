@@ -51,7 +51,9 @@ public enum APNsVerdict: Sendable, Equatable {
         var timestamp: Int64?
 
         init(_ body: [UInt8]) {
-            self = (try? JSONDecoder().decode(Answer.self, from: Data(body))) ?? Answer(reason: nil, timestamp: nil)
+            // A body with a key twice is read as no body: which reason counts would be a guess.
+            let strict = (try? StrictJSON.check(body)) != nil
+            self = (strict ? try? JSONDecoder().decode(Answer.self, from: Data(body)) : nil) ?? Answer(reason: nil, timestamp: nil)
         }
 
         init(reason: String?, timestamp: Int64?) {

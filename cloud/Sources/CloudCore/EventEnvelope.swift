@@ -33,6 +33,13 @@ public struct EventEnvelope: Sendable, Equatable {
 
     /// Decodes and validates a body. Throws `Rejection.invalidBody` with the field at fault.
     public static func parse(_ body: [UInt8]) throws(Rejection) -> EventEnvelope {
+        // Before decoding: a key given twice would be read one way here and maybe the other way
+        // by whoever reads the stored body.
+        do {
+            try StrictJSON.check(body)
+        } catch {
+            throw .invalidBody(error.description)
+        }
         let wire: Wire
         do {
             wire = try JSONDecoder().decode(Wire.self, from: Data(body))

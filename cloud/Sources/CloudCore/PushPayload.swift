@@ -64,18 +64,41 @@ public enum PushPayload {
         }
     }
 
-    /// The push answering a phone's beacon report: the message its owner configured.
+    /// The push answering a phone's beacon report: the message its owner configured, whole.
+    /// nil when it is larger than APNs takes; the store refuses such a message when it is set
+    /// (`beaconPayloadBytes`), so a report never spends the phone's rate-limit slot on a push that
+    /// cannot be sent.
     public static func forBeacon(title: String, body: String, region: String, reportID: String) -> String? {
-        fitted(name: title) { title in
-            JSONText.object([
-                "aps": .object([
-                    "alert": .object(["title": .string(title), "body": .string(body)]),
-                    "sound": .string("default"),
-                    "thread-id": .string("beacon-" + region),
-                ]),
-                "beacon": .object(["region": .string(region), "report_id": .string(reportID)]),
-            ])
-        }
+        let payload = beaconPayload(title: title, body: body, region: region, reportID: reportID)
+        return payload.utf8.count <= maximumBytes ? payload : nil
+    }
+
+    /// The size of the push a message would make, built as `forBeacon` builds it, with a report
+    /// id as long as every real one (`beaconReportID`).
+    public static func beaconPayloadBytes(title: String, body: String, region: String) -> Int {
+        beaconPayload(title: title, body: body, region: region,
+                      reportID: "beacon-" + String(repeating: "0", count: beaconReportIDDigits)).utf8.count
+    }
+
+    private static func beaconPayload(title: String, body: String, region: String, reportID: String) -> String {
+        JSONText.object([
+            "aps": .object([
+                "alert": .object(["title": .string(title), "body": .string(body)]),
+                "sound": .string("default"),
+                "thread-id": .string("beacon-" + region),
+            ]),
+            "beacon": .object(["region": .string(region), "report_id": .string(reportID)]),
+        ])
+    }
+
+    static let beaconReportIDDigits = 32
+
+    /// A beacon push's id (its delivery's event id): `beacon-` and 32 random hex digits, always
+    /// this long, so `beaconPayloadBytes` measures exactly.
+    public static func beaconReportID() -> String {
+        var generator = SystemRandomNumberGenerator()
+        let digits = (0..<beaconReportIDDigits).map { _ in String(UInt8.random(in: 0..<16, using: &generator), radix: 16) }
+        return "beacon-" + digits.joined()
     }
 
     /// Builds with `name`, shortening it (the only free text, which may appear several times)

@@ -92,7 +92,7 @@ public struct PushReceiptReport: Sendable, Equatable {
 
     /// nil when the body is not a receipt the cloud can use (it is stored all the same).
     public static func parse(type: String, body: [UInt8]) -> PushReceiptReport? {
-        guard let kind = Kind(rawValue: type),
+        guard let kind = Kind(rawValue: type), (try? StrictJSON.check(body)) != nil,
               let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
               let data = object["data"] as? [String: Any],
               let phone = data["phone"] as? [String: Any], let phoneID = phone["id"] as? String, !phoneID.isEmpty, phoneID.utf8.count <= 128

@@ -3,6 +3,7 @@ import CloudPush
 import CloudStore
 import Foundation
 import Hummingbird
+import Logging
 import NIOPosix
 
 /// The app-facing API: accounts, gateways, doorbells, shares, phone tokens, deliveries and
@@ -19,6 +20,7 @@ public struct AppAPI: Sendable {
     let topics: Set<String>
     let beaconIntervalMilliseconds: Int64
     let pushTTLMilliseconds: Int64
+    let logger = Logger(label: "doorbell-cloud.api")
 
     public init(store: CloudStore, adminToken: String?, clock: WallClock = .system, fanOut: FanOut?,
                 topics: Set<String> = [], beaconIntervalSeconds: Int64 = 600, pushTTLSeconds: Int64 = 3600) {
@@ -36,8 +38,21 @@ public struct AppAPI: Sendable {
         router.get("me") { request, _ in await authenticated(request) { account in
             .json(.ok, ["id": .string(account.id), "name": .string(account.name)])
         } }
+        router.delete("me") { request, context in await authenticated(request) { account in
+            // The body names the account, so a stray DELETE cannot end one.
+            let body = try await decode(ConfirmBody.self, request, context)
+            guard body.confirm == account.id else {
+                throw APIError(.badRequest, "invalid_request", "to delete this account send {\"confirm\": \"\(account.id)\"}")
+            }
+            try await store.deleteAccount(id: account.id)
+            return Response(status: .noContent)
+        } }
         router.post("gateways") { request, context in await authenticated(request) { account in
             try await enrollGateway(request, context, account)
+        } }
+        router.delete("gateways/:id") { request, context in await authenticated(request) { account in
+            try await store.removeGateway(id: try context.parameters.require("id"), accountID: account.id)
+            return Response(status: .noContent)
         } }
         router.get("doorbells") { request, _ in await authenticated(request) { account in
             let list = try await store.doorbells(visibleTo: account.id)
@@ -45,6 +60,10 @@ public struct AppAPI: Sendable {
         } }
         router.put("doorbells/:id") { request, context in await authenticated(request) { account in
             try await putDoorbell(request, context, account)
+        } }
+        router.delete("doorbells/:id") { request, context in await authenticated(request) { account in
+            try await store.removeDoorbell(id: try context.parameters.require("id"), accountID: account.id)
+            return Response(status: .noContent)
         } }
         router.get("doorbells/:id/shares") { request, context in await authenticated(request) { account in
             let id = try context.parameters.require("id")
@@ -82,10 +101,16 @@ public struct AppAPI: Sendable {
         router.put("beacon-messages") { request, context in await authenticated(request) { account in
             let body = try await decode(BeaconMessageBody.self, request, context)
             let message = try await store.putBeaconMessage(
-                accountID: account.id, uuid: body.uuid, major: body.major, minor: body.minor,
-                event: body.event ?? "entered", doorbellID: body.doorbell_id, site: body.site,
-                title: body.title, body: body.body)
-            return .json(.ok, ["id": .string(message.id), "uuid": .string(message.uuid)])
+                accountID: account.id, region: try body.region.parsed(), event: body.event ?? "entered",
+                doorbellID: body.doorbell_id, site: body.site, title: body.title, body: body.body)
+            return .json(.ok, ["message": Self.json(message)])
+        } }
+        router.get("beacon-messages") { request, _ in await authenticated(request) { account in
+            .json(.ok, ["messages": .array(try await store.beaconMessages(accountID: account.id).map(Self.json))])
+        } }
+        router.delete("beacon-messages/:id") { request, context in await authenticated(request) { account in
+            try await store.deleteBeaconMessage(id: try context.parameters.require("id"), accountID: account.id)
+            return Response(status: .noContent)
         } }
         router.post("beacon-reports") { request, context in await authenticated(request) { account in
             try await beaconReport(request, context, account)
@@ -98,13 +123,50 @@ public struct AppAPI: Sendable {
     struct GatewayBody: Decodable { let id: String; let public_key: String?; let secret: String? }
     struct DoorbellBody: Decodable { let name: String?; let site: String? }
     struct ShareBody: Decodable { let account_id: String }
-    struct PhoneBody: Decodable { let environment: String; let bundle_id: String }
+    struct PhoneBody: Decodable {
+        let environment: String; let bundle_id: String; let installation_secret: String
+        let name: String?; let share_name: Bool?
+    }
+    struct ConfirmBody: Decodable { let confirm: String? }
+    /// A region as bodies give it: uuid, major, minor (iBeacon) or namespace, instance (Eddystone-UID).
+    struct RegionFields: Decodable {
+        let uuid: String?; let major: Int64?; let minor: Int64?; let namespace: String?; let instance: String?
+
+        func parsed() throws -> BeaconRegion {
+            do {
+                return try BeaconRegion(uuid: uuid, major: major, minor: minor, namespace: namespace, instance: instance)
+            } catch {
+                throw APIError(.badRequest, "invalid_request", error.description)
+            }
+        }
+    }
     struct BeaconMessageBody: Decodable {
-        let uuid: String; let major: Int64; let minor: Int64; let event: String?
+        let region: RegionFields; let event: String?
         let doorbell_id: String?; let site: String?; let title: String; let body: String
+
+        enum CodingKeys: String, CodingKey { case event, doorbell_id, site, title, body }
+
+        init(from decoder: any Decoder) throws {
+            region = try RegionFields(from: decoder)
+            let fields = try decoder.container(keyedBy: CodingKeys.self)
+            event = try fields.decodeIfPresent(String.self, forKey: .event)
+            doorbell_id = try fields.decodeIfPresent(String.self, forKey: .doorbell_id)
+            site = try fields.decodeIfPresent(String.self, forKey: .site)
+            title = try fields.decode(String.self, forKey: .title)
+            body = try fields.decode(String.self, forKey: .body)
+        }
     }
     struct BeaconReportBody: Decodable {
-        let uuid: String; let major: Int64; let minor: Int64; let event: String?; let token: String
+        let region: RegionFields; let event: String?; let token: String
+
+        enum CodingKeys: String, CodingKey { case event, token }
+
+        init(from decoder: any Decoder) throws {
+            region = try RegionFields(from: decoder)
+            let fields = try decoder.container(keyedBy: CodingKeys.self)
+            event = try fields.decodeIfPresent(String.self, forKey: .event)
+            token = try fields.decode(String.self, forKey: .token)
+        }
     }
 
     func createAccount(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
@@ -151,8 +213,18 @@ public struct AppAPI: Sendable {
                            "bundle_id \(body.bundle_id) is not an app this server pushes to (\(topics.sorted().joined(separator: ", ")))")
         }
         let now = clock.millisecondsSinceEpoch()
-        try await store.registerPhone(token: token, accountID: account.id, environment: environment, bundleID: body.bundle_id, now: now)
-        return .json(.ok, ["token": .string(token.lowercased()), "status": .string("registered")])
+        let decision = try await store.registerPhone(
+            token: token, accountID: account.id, installationSecret: body.installation_secret, environment: environment,
+            bundleID: body.bundle_id, name: body.name, shareName: body.share_name ?? false, now: now)
+        let status: String
+        switch decision {
+        case .register: status = "registered"
+        case .refresh, .rebind: status = "refreshed"
+        case .move: status = "moved"
+        case .refuse: status = "refused"  // thrown before; here for completeness
+        }
+        return .json(.ok, ["token": .string(token.lowercased()), "id": .string(PhoneClaim.phoneID(token: token)),
+                           "status": .string(status)])
     }
 
     func deliveries(_ context: BasicRequestContext, _ account: Account) async throws -> Response {
@@ -169,15 +241,24 @@ public struct AppAPI: Sendable {
             guard visible else { return (nil, [], false) }
             return (event, try await store.deliveries(eventID: id), owned)
         }()
+        var names: [String: (name: String?, shared: Bool)] = [:]
+        if event != nil { names = try await store.phoneNames(eventID: id) }
         guard let event else {
             throw APIError(.notFound, "not_found", "no event \(id) on a doorbell this account can see")
         }
-        // A guest sees the pushes to its own phones; the owner sees all of them.
+        // A guest sees the pushes to its own phones; the owner sees all of them, each phone by an
+        // opaque id, never its token, and another account's phone's name only if that account
+        // shares it (`share_name`).
         let visible = owned ? rows : rows.filter { $0.accountID == account.id }
         return .json(.ok, [
             "event_id": .string(event.id),
             "type": .string(event.type),
-            "deliveries": .array(visible.map { Self.json($0, pressedAt: event.occurredAt) }),
+            "deliveries": .array(visible.map { delivery in
+                let phone = names[delivery.token]
+                let mine = delivery.accountID == account.id
+                let name = mine || phone?.shared == true ? phone?.name : nil
+                return Self.json(delivery, pressedAt: event.occurredAt, phoneName: name, showDisplayedOn: mine || phone?.shared == true)
+            }),
         ])
     }
 
@@ -190,21 +271,22 @@ public struct AppAPI: Sendable {
         let now = clock.millisecondsSinceEpoch()
         let interval = beaconIntervalMilliseconds
         let ttl = pushTTLMilliseconds
+        let region = try body.region.parsed()
         enum Result { case noPhone, noMessage, rateLimited, queued(String) }
         let result = try await { () async throws -> Result in
             guard let phone = try await store.phone(token: body.token), phone.accountID == account.id else { return .noPhone }
-            guard let message = try await store.beaconMessage(for: account.id, uuid: body.uuid, major: body.major,
-                                                        minor: body.minor, event: event)
+            guard let message = try await store.beaconMessage(for: account.id, region: region, event: event)
             else { return .noMessage }
-            guard try await store.claimBeaconPush(token: phone.token, uuid: message.uuid, major: message.major,
-                                            minor: message.minor, now: now, intervalMilliseconds: interval)
+            // Built before the rate-limit slot is taken: a push that cannot be sent spends none.
+            let reportID = PushPayload.beaconReportID()
+            guard let payload = PushPayload.forBeacon(title: message.title, body: message.body, region: message.region.display,
+                                                      reportID: reportID)
+            else { return .noMessage }
+            guard try await store.claimBeaconPush(token: phone.token, region: message.region, now: now, intervalMilliseconds: interval)
             else { return .rateLimited }
-            let region = "\(message.uuid)/\(message.major)/\(message.minor)"
-            let reportID = "beacon-" + UUID().uuidString.lowercased()
-            guard let payload = PushPayload.forBeacon(title: message.title, body: message.body, region: region, reportID: reportID)
-            else { return .noMessage }
-            try await store.queuePush(id: reportID, to: phone, payload: payload, collapseID: "beacon-\(message.major)-\(message.minor)",
-                                now: now, ttlMilliseconds: ttl)
+            try await store.queuePush(id: reportID, to: phone, payload: payload,
+                                      collapseID: "beacon-" + String(CloudStore.tokenHash(message.region.key).prefix(32)),
+                                      now: now, ttlMilliseconds: ttl)
             return .queued(reportID)
         }()
         switch result {
@@ -255,17 +337,27 @@ public struct AppAPI: Sendable {
             return .error(.badRequest, code: "invalid_request", reason: "\(error)")
         } catch let error as StoreError {
             return .error(.internalServerError, code: "storage_failed", reason: "storage failed (\(error.operation)); retry later")
+        } catch let error as BodyTooLarge {
+            return BodyLimits.tooLarge(limit: error.limit)
         } catch let error as HTTPError {
             return .error(error.status, code: "invalid_request", reason: error.body ?? "\(error.status)")
         } catch {
-            return .error(.badRequest, code: "invalid_request", reason: "\(error)")
+            // Never an internal type's name: what failed is logged, the caller gets what to do.
+            logger.error("request failed", metadata: ["error": "\(error)"])
+            return .error(.internalServerError, code: "internal_error", reason: "the request could not be served; retry later")
         }
     }
 
     func decode<T: Decodable>(_ type: T.Type, _ request: Request, _ context: BasicRequestContext) async throws -> T {
-        let buffer = try await request.body.collect(upTo: 64 * 1024)
+        let buffer = try await BodyLimits.collect(request, limit: BodyLimits.api)
+        let bytes = Array(buffer: buffer)
         do {
-            return try JSONDecoder().decode(T.self, from: Data(buffer: buffer))
+            try StrictJSON.check(bytes)
+        } catch {
+            throw APIError(.badRequest, "invalid_request", "the body must be one JSON object: \(error.description)")
+        }
+        do {
+            return try JSONDecoder().decode(T.self, from: Data(bytes))
         } catch let DecodingError.keyNotFound(key, _) {
             throw APIError(.badRequest, "invalid_request", "missing field '\(key.stringValue)'")
         } catch let DecodingError.typeMismatch(_, context) {
@@ -294,19 +386,39 @@ public struct AppAPI: Sendable {
 
     static func json(_ phone: Phone) -> JSONText.Value {
         .object([
+            "id": .string(PhoneClaim.phoneID(token: phone.token)), "name": .string(phone.name), "share_name": .bool(phone.nameShared),
             "token": .string(phone.token), "environment": .string(phone.environment.rawValue),
             "bundle_id": .string(phone.bundleID), "registered_at_ms": .int(phone.registeredAtMilliseconds),
             "bad_token_count": .int(phone.badTokenCount),
         ])
     }
 
-    static func json(_ delivery: Delivery, pressedAt: String) -> JSONText.Value {
-        .object([
-            ("token", .string(delivery.token)), ("account_id", .string(delivery.accountID)),
+    static func json(_ message: BeaconMessage) -> JSONText.Value {
+        var fields: [(String, JSONText.Value)] = [("id", .string(message.id))]
+        switch message.region {
+        case let .iBeacon(uuid, major, minor):
+            fields.append(contentsOf: [("uuid", .string(uuid)), ("major", .int(major)), ("minor", .int(minor))])
+        case let .eddystone(namespace, instance):
+            fields.append(contentsOf: [("namespace", .string(namespace)), ("instance", .string(instance))])
+        }
+        fields.append(contentsOf: [
+            ("event", .string(message.event)), ("doorbell_id", .string(message.doorbellID)), ("site", .string(message.site)),
+            ("title", .string(message.title)), ("body", .string(message.body)),
+        ])
+        return .object(fields)
+    }
+
+    static func json(_ delivery: Delivery, pressedAt: String, phoneName: String?, showDisplayedOn: Bool) -> JSONText.Value {
+        let receipt = delivery.receiptFields(pressedAt: pressedAt).map { field in
+            field.0 == "displayed_on" && !showDisplayedOn ? (field.0, JSONText.Value.null) : field
+        }
+        return .object([
+            ("phone_id", .string(PhoneClaim.phoneID(token: delivery.token))), ("phone_name", .string(phoneName)),
+            ("account_id", .string(delivery.accountID)),
             ("state", .string(delivery.state.rawValue)), ("attempts", .int(delivery.attempts)),
             ("last_status", delivery.lastStatus.map { .int($0) } ?? .null), ("last_reason", .string(delivery.lastReason)),
             ("apns_id", .string(delivery.apnsID)), ("updated_at_ms", .int(delivery.updatedAtMilliseconds)),
-        ] + delivery.receiptFields(pressedAt: pressedAt))
+        ] + receipt)
     }
 }
 

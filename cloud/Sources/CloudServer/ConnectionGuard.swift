@@ -11,7 +11,7 @@ public struct ConnectionLimits: Sendable, Equatable {
     public var headerTimeoutMilliseconds: Int64 = 10_000
     public var bodyTimeoutMilliseconds: Int64 = 20_000
     /// A declared `content-length` above this is answered 413 before any of the body is read.
-    public var maxBodyBytes: Int64 = Int64(EventsEndpoint.maxBodyBytes)
+    public var maxBodyBytes: Int64 = Int64(BodyLimits.any)
     public var maxConnections = 1_000
 
     public init() {}
@@ -216,5 +216,5 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
         }
     }
 
-    private static let tooLarge = #"{"error":"payload_too_large","reason":"the declared content-length is larger than any request this server accepts (256 KiB)"}"# + "\n"
+    private static let tooLarge = BodyLimits.tooLargeJSON(limit: BodyLimits.any, what: "the declared content-length")
 }

@@ -21,7 +21,7 @@ final class Counter: Sendable {
 /// pushes in one transaction (CloudStore), answer, wake the fan-out, print a line.
 public struct EventsEndpoint: Sendable {
     /// Bodies larger than this are refused with 413 before they are read in full.
-    public static let maxBodyBytes = 256 * 1024
+    public static let maxBodyBytes = BodyLimits.events
 
     /// Keys from `--gateway-secret` / `--gateway-public-key`: accepted for any gateway that is not
     /// enrolled (the single-gateway setup of the walking skeleton). Such events are stored but
@@ -57,7 +57,12 @@ public struct EventsEndpoint: Sendable {
                           reason: "failing delivery \(attempt) of the first \(failFirst.total) on purpose (--fail-first)")
         }
 
-        let body = try await request.body.collect(upTo: Self.maxBodyBytes)
+        let body: ByteBuffer
+        do {
+            body = try await BodyLimits.collect(request, limit: Self.maxBodyBytes)
+        } catch is BodyTooLarge {
+            return BodyLimits.tooLarge(limit: Self.maxBodyBytes)
+        }
         let headers = request.headers
         let webhook = WebhookRequest(
             webhookID: headers.values(named: "webhook-id").first,

@@ -5,7 +5,33 @@ enum CloudSchema {
     /// 2: `deliveries.lease_owner` (which fan-out holds a claimed push; a restart takes its own back).
     /// 3: delivery receipts from base stations: `deliveries.displayed_at_ms`, `displayed_on`,
     ///    `not_displayed_at_ms`, and `phone_links` (a gateway's bonded phone ↔ its push token).
-    static let version: Int64 = 3
+    /// 4: `phones.installation_sha256` (who may register a token: `PhoneClaim`), `phones.name`,
+    ///    `phones.name_shared`; beacon messages and their rate limits keyed by a region text
+    ///    (`BeaconRegion.key`: iBeacon or Eddystone-UID) instead of uuid/major/minor columns.
+    static let version: Int64 = 4
+
+    static let beaconMessagesTable = """
+        CREATE TABLE IF NOT EXISTS beacon_messages (
+            id          TEXT PRIMARY KEY NOT NULL,
+            account_id  TEXT NOT NULL REFERENCES accounts (id),
+            region      TEXT NOT NULL,
+            doorbell_id TEXT REFERENCES doorbells (id) ON DELETE CASCADE,
+            site        TEXT,
+            event       TEXT NOT NULL,
+            title       TEXT NOT NULL,
+            body        TEXT NOT NULL,
+            UNIQUE (account_id, region, event)
+        )
+        """
+
+    static let beaconPushesTable = """
+        CREATE TABLE IF NOT EXISTS beacon_pushes (
+            token        TEXT NOT NULL,
+            region       TEXT NOT NULL,
+            last_push_ms BIGINT NOT NULL,
+            PRIMARY KEY (token, region)
+        )
+        """
 
     static let script = """
         CREATE TABLE IF NOT EXISTS events (
@@ -60,7 +86,10 @@ enum CloudSchema {
             environment      TEXT NOT NULL,
             bundle_id        TEXT NOT NULL,
             registered_at_ms BIGINT NOT NULL,
-            bad_token_count  BIGINT NOT NULL DEFAULT 0
+            bad_token_count  BIGINT NOT NULL DEFAULT 0,
+            installation_sha256 TEXT,
+            name             TEXT,
+            name_shared      BIGINT NOT NULL DEFAULT 0
         );
         CREATE INDEX IF NOT EXISTS phones_by_account ON phones (account_id);
 
@@ -90,28 +119,9 @@ enum CloudSchema {
         );
         CREATE INDEX IF NOT EXISTS deliveries_due ON deliveries (state, next_attempt_at_ms);
 
-        CREATE TABLE IF NOT EXISTS beacon_messages (
-            id          TEXT PRIMARY KEY NOT NULL,
-            account_id  TEXT NOT NULL REFERENCES accounts (id),
-            uuid        TEXT NOT NULL,
-            major       BIGINT NOT NULL,
-            minor       BIGINT NOT NULL,
-            doorbell_id TEXT REFERENCES doorbells (id) ON DELETE CASCADE,
-            site        TEXT,
-            event       TEXT NOT NULL,
-            title       TEXT NOT NULL,
-            body        TEXT NOT NULL,
-            UNIQUE (account_id, uuid, major, minor, event)
-        );
+        \(beaconMessagesTable);
 
-        CREATE TABLE IF NOT EXISTS beacon_pushes (
-            token        TEXT NOT NULL,
-            uuid         TEXT NOT NULL,
-            major        BIGINT NOT NULL,
-            minor        BIGINT NOT NULL,
-            last_push_ms BIGINT NOT NULL,
-            PRIMARY KEY (token, uuid, major, minor)
-        );
+        \(beaconPushesTable);
 
         CREATE TABLE IF NOT EXISTS phone_links (
             gateway_id   TEXT NOT NULL,
@@ -144,6 +154,29 @@ enum CloudSchema {
                 if found < 3 {
                     for column in ["displayed_at_ms BIGINT", "displayed_on TEXT", "not_displayed_at_ms BIGINT"] {
                         try await db.query("ALTER TABLE deliveries ADD COLUMN \(column)", [], operation: "add deliveries.\(column)")
+                    }
+                }
+                if found < 4 {
+                    // Existing phones keep no secret: their own account binds one at its next
+                    // registration (`PhoneClaim.rebind`); no other account can take them meanwhile.
+                    for column in ["installation_sha256 TEXT", "name TEXT", "name_shared BIGINT NOT NULL DEFAULT 0"] {
+                        try await db.query("ALTER TABLE phones ADD COLUMN \(column)", [], operation: "add phones.\(column)")
+                    }
+                    // Region texts replace the iBeacon columns: rebuilt, as SQLite cannot drop a
+                    // UNIQUE constraint in place.
+                    let rebuilds = [
+                        ("beacon_messages", beaconMessagesTable,
+                         "id, account_id, region, doorbell_id, site, event, title, body",
+                         "id, account_id, 'ibeacon:' || uuid || '/' || major || '/' || minor, doorbell_id, site, event, title, body"),
+                        ("beacon_pushes", beaconPushesTable, "token, region, last_push_ms",
+                         "token, 'ibeacon:' || uuid || '/' || major || '/' || minor, last_push_ms"),
+                    ]
+                    for (table, create, columns, select) in rebuilds {
+                        try await db.query("ALTER TABLE \(table) RENAME TO \(table)_v3", [], operation: "set aside \(table)")
+                        try await db.query(create, [], operation: "create \(table)")
+                        try await db.query("INSERT INTO \(table) (\(columns)) SELECT \(select) FROM \(table)_v3", [],
+                                           operation: "copy \(table)")
+                        try await db.query("DROP TABLE \(table)_v3", [], operation: "drop old \(table)")
                     }
                 }
                 try await db.query("UPDATE schema_version SET version = $1", [.integer(version)], operation: "write schema version")

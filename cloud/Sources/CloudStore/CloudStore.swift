@@ -38,9 +38,7 @@ public final class CloudStore: Sendable {
     /// store keeps its SHA-256.
     public func createAccount(name: String, now: Int64) async throws -> (Account, token: String) {
         let name = name.trimmingSpaces
-        guard !name.isEmpty, name.count <= 100 else {
-            throw DirectoryError.invalid("account name must be 1 to 100 characters")
-        }
+        try Self.checkName(name, field: "account name")
         let account = Account(id: "acct_" + RandomID.make(bytes: 9), name: name)
         let token = "dbk_" + RandomID.make(bytes: 32)
         try await withConnection { (db) async throws(StoreError) in
@@ -118,18 +116,16 @@ public final class CloudStore: Sendable {
     @discardableResult
     public func putDoorbell(gatewayID: String, deviceID: String, name: String?, site: String?,
                             accountID: String, now: Int64) async throws -> Doorbell {
-        guard let gateway = try await gateway(id: gatewayID) else {
-            throw DirectoryError.notFound("no gateway \(gatewayID): enroll it first (POST /gateways)")
-        }
-        guard gateway.accountID == accountID else {
-            throw DirectoryError.forbidden("gateway \(gatewayID) belongs to another account")
+        // Another account's gateway is answered like a missing one: whether it exists is not
+        // the caller's business.
+        guard let gateway = try await gateway(id: gatewayID), gateway.accountID == accountID else {
+            throw DirectoryError.notFound("this account has no gateway \(gatewayID): enroll it first (POST /gateways)")
         }
         guard Self.isIdentifier(deviceID) else {
             throw DirectoryError.invalid("device id must be 1 to 64 of A-Z a-z 0-9 . _ - (the agent's [[device]] id)")
         }
-        if let name, name.trimmingSpaces.isEmpty || name.count > 100 {
-            throw DirectoryError.invalid("doorbell name must be 1 to 100 characters")
-        }
+        if let name { try Self.checkName(name.trimmingSpaces, field: "doorbell name") }
+        if let site { try Self.checkName(site, field: "site") }
         let id = Doorbell.id(gatewayID: gatewayID, deviceID: deviceID)
         try await withConnection { (db) async throws(StoreError) in
             try await db.query(
@@ -226,39 +222,82 @@ public final class CloudStore: Sendable {
         }
     }
 
-    private func ownedDoorbell(_ id: String, by accountID: String) async throws -> Doorbell {
-        guard let doorbell = try await doorbell(id: id) else {
-            throw DirectoryError.notFound("no doorbell \(id): it appears with the first event from its gateway, or create it with PUT /doorbells/\(id)")
+    /// The doorbell if `accountID` owns it. A doorbell the account cannot see is answered like
+    /// a missing one (404 alike); a guest, who knows it exists, is told it is not the owner.
+    func ownedDoorbell(_ id: String, by accountID: String, toDo action: String = "change who it is shared with") async throws -> Doorbell {
+        guard let doorbell = try await doorbell(id: id), try await canSee(doorbellID: id, accountID: accountID) else {
+            throw DirectoryError.notFound("this account has no doorbell \(id): it appears with the first event from its gateway, or create it with PUT /doorbells/\(id)")
         }
         guard doorbell.accountID == accountID else {
-            throw DirectoryError.forbidden("only the owner of \(id) can change who it is shared with")
+            throw DirectoryError.forbidden("only the owner of \(id) can \(action)")
         }
         return doorbell
     }
 
     // MARK: Phones
 
-    /// Registers (or re-registers) a token for an account. Re-registering moves a token to the
-    /// account now signed in on that phone, and clears its BadDeviceToken flag.
-    public func registerPhone(token: String, accountID: String, environment: APNsEnvironment,
-                              bundleID: String, now: Int64) async throws {
+    /// Registers (or re-registers) a token for an account, for the app installation whose secret
+    /// comes with it (`PhoneClaim`): the same installation may move it to the account now signed
+    /// in on that phone, the account holding it may bind it to a new installation, nobody else
+    /// may touch it. Clears its BadDeviceToken flag. Returns what was done.
+    @discardableResult
+    public func registerPhone(token: String, accountID: String, installationSecret: String, environment: APNsEnvironment,
+                              bundleID: String, name: String? = nil, shareName: Bool = false,
+                              now: Int64) async throws -> PhoneClaim.Decision {
         guard Self.isDeviceToken(token) else {
             throw DirectoryError.invalid("device token must be the APNs token as 64 hex digits (32 bytes), as the app gets it in didRegisterForRemoteNotificationsWithDeviceToken")
         }
-        guard !bundleID.isEmpty, bundleID.count <= 200, bundleID.allSatisfy({ $0.isASCII && !$0.isWhitespace }) else {
+        guard !bundleID.isEmpty, bundleID.count <= 200, bundleID.allSatisfy({ $0.isASCII && !$0.isWhitespace && !$0.isCCharacterControl }) else {
             throw DirectoryError.invalid("bundle_id must be the app's bundle identifier, e.g. com.example.doorbell")
         }
-        try await withConnection { (db) async throws(StoreError) in
-            try await db.query(
-                """
-                INSERT INTO phones (token, account_id, environment, bundle_id, registered_at_ms, bad_token_count)
-                VALUES ($1, $2, $3, $4, $5, 0)
-                ON CONFLICT (token) DO UPDATE SET account_id = $2, environment = $3, bundle_id = $4,
-                    registered_at_ms = $5, bad_token_count = 0
-                """,
-                [.text(token.lowercased()), .text(accountID), .text(environment.rawValue), .text(bundleID), .integer(now)],
-                operation: "register phone")
+        guard PhoneClaim.isSecret(installationSecret) else {
+            throw DirectoryError.invalid("installation_secret must be 43 to 128 of A-Z a-z 0-9 - _: 32 random bytes the app makes once per installation and keeps in its Keychain (docs/protocol.md)")
         }
+        let name = name?.trimmingSpaces
+        if let name { try Self.checkName(name, field: "phone name", characters: 64) }
+        let token = token.lowercased()
+        let hash = PhoneClaim.installationHash(installationSecret)
+        // Read, decide, then write only if the row is still as read; a concurrent change makes
+        // the write match nothing and the decision is taken again (bounded).
+        for _ in 0..<3 {
+            let existing = try await withConnection { (db) async throws(StoreError) in
+                try await db.query("SELECT account_id, installation_sha256 FROM phones WHERE token = $1", [.text(token)],
+                                   operation: "read phone").rows.first.map {
+                    PhoneClaim.Holder(accountID: $0.text(0) ?? "", installationHash: $0.text(1))
+                }
+            }
+            let decision = PhoneClaim.decide(existing: existing, caller: accountID, presentedHash: hash)
+            let values: [SQLValue] = [.text(token), .text(accountID), .text(environment.rawValue), .text(bundleID), .integer(now),
+                                      .text(hash), .optional(name), .integer(shareName ? 1 : 0),
+                                      .text(existing?.accountID ?? ""), .text(existing?.installationHash ?? "")]
+            let written: Int
+            switch decision {
+            case .refuse:
+                throw DirectoryError.forbidden(
+                    "this device token is registered by another account from another app installation; only the app that registered it can move it (with its installation_secret), or that account can remove it (DELETE /phones/{token})")
+            case .register:
+                written = try await withConnection { (db) async throws(StoreError) in
+                    try await db.query(
+                        """
+                        INSERT INTO phones (token, account_id, environment, bundle_id, registered_at_ms, bad_token_count,
+                            installation_sha256, name, name_shared)
+                        VALUES ($1, $2, $3, $4, $5, 0, $6, $7, $8)
+                        ON CONFLICT (token) DO NOTHING
+                        """, Array(values.prefix(8)), operation: "register phone").changes
+                }
+            case .refresh, .move, .rebind:
+                written = try await withConnection { (db) async throws(StoreError) in
+                    try await db.query(
+                        """
+                        UPDATE phones SET account_id = $2, environment = $3, bundle_id = $4, registered_at_ms = $5,
+                            bad_token_count = 0, installation_sha256 = $6, name = $7, name_shared = $8
+                        WHERE token = $1 AND account_id = $9 AND COALESCE(installation_sha256, '') = $10
+                        """, values, operation: "register phone").changes
+                }
+            }
+            if written > 0 { return decision }
+        }
+        throw DirectoryError.conflict("this device token was registered by someone else at the same moment; try again")
     }
 
     public func unregisterPhone(token: String, accountID: String) async throws {
@@ -285,16 +324,27 @@ public final class CloudStore: Sendable {
         }
     }
 
-    static let phoneColumns = "token, account_id, environment, bundle_id, registered_at_ms, bad_token_count"
+    static let phoneColumns = "token, account_id, environment, bundle_id, registered_at_ms, bad_token_count, name, name_shared"
 
     static func phone(_ row: SQLRow) -> Phone? {
         guard let environment = row.text(2).flatMap(APNsEnvironment.init(rawValue:)) else { return nil }
         return Phone(token: row.text(0) ?? "", accountID: row.text(1) ?? "", environment: environment,
                      bundleID: row.text(3) ?? "", registeredAtMilliseconds: row.integer(4) ?? 0,
-                     badTokenCount: row.integer(5) ?? 0)
+                     badTokenCount: row.integer(5) ?? 0, name: row.text(6), nameShared: row.integer(7) == 1)
     }
 
     // MARK: Validation
+
+    static func isName(_ text: String) -> Bool {
+        TextChecks.freeTextProblem(text, field: "", characters: 100, bytes: 400) == nil
+    }
+
+    /// Names and sites: `TextChecks.freeTextProblem` with our limits, as a 400.
+    static func checkName(_ text: String, field: String, characters: Int = 100) throws(DirectoryError) {
+        if let problem = TextChecks.freeTextProblem(text, field: field, characters: characters, bytes: characters * 4) {
+            throw .invalid(problem)
+        }
+    }
 
     static func isIdentifier(_ text: String) -> Bool {
         (1...64).contains(text.utf8.count)
@@ -315,6 +365,11 @@ extension UInt8 {
     var isASCIIAlphanumeric: Bool {
         (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(self) || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(self | 0x20)
     }
+}
+
+extension Character {
+    /// A C0 or C1 control character or DEL.
+    var isCCharacterControl: Bool { unicodeScalars.contains { $0.properties.generalCategory == .control } }
 }
 
 extension String {

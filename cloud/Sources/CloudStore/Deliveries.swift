@@ -50,7 +50,7 @@ extension CloudStore {
                     VALUES ($1, $2, $3, $4, $5, NULL, $6) ON CONFLICT (id) DO NOTHING
                     """,
                     [.text(doorbellID), .text(envelope.gatewayID), .text(deviceID), .text(owner),
-                     .text(envelope.deviceName ?? deviceID), .integer(now)],
+                     .text(envelope.deviceName.flatMap { Self.isName($0) ? $0 : nil } ?? deviceID), .integer(now)],
                     operation: "create doorbell \(doorbellID)")
                 guard let doorbell = try await Self.doorbell(id: doorbellID, db),
                       let body = payload(PushPayload.Doorbell(id: doorbell.id, name: doorbell.name, gatewayID: doorbell.gatewayID))
@@ -189,6 +189,20 @@ extension CloudStore {
         try await withConnection { (db) async throws(StoreError) in
             try await db.query("SELECT \(Self.deliveryColumns) FROM deliveries WHERE event_id = $1 ORDER BY account_id, token",
                          [.text(eventID)], operation: "list deliveries").rows.compactMap(Self.delivery)
+        }
+    }
+
+    /// The phones an event was pushed to, by token: the name each gave and whether it lets the
+    /// owners of doorbells shared with it see that name.
+    public func phoneNames(eventID: String) async throws(StoreError) -> [String: (name: String?, shared: Bool)] {
+        try await withConnection { (db) async throws(StoreError) in
+            var names: [String: (name: String?, shared: Bool)] = [:]
+            for row in try await db.query(
+                "SELECT token, name, name_shared FROM phones WHERE token IN (SELECT token FROM deliveries WHERE event_id = $1)",
+                [.text(eventID)], operation: "read phone names").rows {
+                if let token = row.text(0) { names[token] = (row.text(1), row.integer(2) == 1) }
+            }
+            return names
         }
     }
 

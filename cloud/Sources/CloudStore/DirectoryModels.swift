@@ -1,3 +1,5 @@
+import CloudCore
+
 /// An account: the owner of doorbells, or someone a doorbell is shared with.
 public struct Account: Sendable, Equatable {
     public let id: String
@@ -40,6 +42,10 @@ public struct Phone: Sendable, Equatable {
     public let registeredAtMilliseconds: Int64
     /// 400 BadDeviceToken answers since it was last registered.
     public let badTokenCount: Int64
+    /// What the phone's user calls it ("Bob's iPhone"), if the app sent it.
+    public var name: String? = nil
+    /// Whether owners of doorbells shared with this account may see `name` in their delivery views.
+    public var nameShared: Bool = false
 }
 
 public enum DeliveryState: String, Sendable, CaseIterable {
@@ -84,9 +90,7 @@ public struct Delivery: Sendable, Equatable {
 public struct BeaconMessage: Sendable, Equatable {
     public let id: String
     public let accountID: String
-    public let uuid: String
-    public let major: Int64
-    public let minor: Int64
+    public let region: BeaconRegion
     /// Scope: one doorbell (who may see it may get the message) …
     public let doorbellID: String?
     /// … or every doorbell of the owner at this site.

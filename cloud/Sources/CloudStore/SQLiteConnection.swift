@@ -1,5 +1,8 @@
 import CSQLite
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import Synchronization
 
 /// SQLITE_TRANSIENT: SQLite copies bound text before `bind` returns.
@@ -20,6 +23,7 @@ public final class SQLiteConnection: SQLDatabase, @unchecked Sendable {
     /// Opens (creating it if missing) the file; blocks the caller for the open, so call it at
     /// start, not while serving.
     public init(path: String) throws(StoreError) {
+        try Self.restrictToOwner(path)
         var db: OpaquePointer?
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
         let rc = sqlite3_open_v2(path, &db, flags, nil)
@@ -33,6 +37,35 @@ public final class SQLiteConnection: SQLDatabase, @unchecked Sendable {
         sqlite3_extended_result_codes(db, 1)
         try runQuery("PRAGMA journal_mode=WAL", [], operation: "enable WAL")
         try runScript("PRAGMA synchronous=FULL; PRAGMA busy_timeout=5000; PRAGMA foreign_keys=ON;", operation: "configure")
+    }
+
+    /// The file holds gateway secrets and phone tokens: 0600, whatever the umask, created so
+    /// before SQLite opens it (and an older file tightened). SQLite gives the -wal and -shm files
+    /// the database file's mode when it creates them; ones left from before are tightened too.
+    static func restrictToOwner(_ path: String) throws(StoreError) {
+        guard path != ":memory:", !path.isEmpty, !path.hasPrefix("file:") else { return }
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            throw StoreError(operation: "open \(path)", code: errno,
+                             message: "\(String(cString: strerror(errno))); the directory must exist and be writable by this user")
+        }
+        let changed = fchmod(fd, 0o600)
+        let failure = errno
+        #if canImport(Glibc)
+        Glibc.close(fd)
+        #else
+        Darwin.close(fd)
+        #endif
+        guard changed == 0 else {
+            throw StoreError(operation: "make \(path) 0600", code: failure,
+                             message: "\(String(cString: strerror(failure))); run doorbell-cloud as the file's owner")
+        }
+        for companion in [path + "-wal", path + "-shm"] where access(companion, F_OK) == 0 {
+            guard chmod(companion, 0o600) == 0 else {
+                throw StoreError(operation: "make \(companion) 0600", code: errno,
+                                 message: "\(String(cString: strerror(errno))); run doorbell-cloud as the file's owner")
+            }
+        }
     }
 
     deinit {

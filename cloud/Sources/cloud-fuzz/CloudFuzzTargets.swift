@@ -21,6 +21,9 @@ enum CloudFuzzTarget: String, CaseIterable {
     case payload
     /// A base station's receipt body (`push.displayed`), and free text read off a phone.
     case receipt
+    /// Any JSON the cloud reads, through the strict check (syntax, depth, duplicate keys), and a
+    /// name through the free-text rule.
+    case strictjson
 
     static let secret = try? WebhookSecret(parsing: "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD")
 
@@ -69,6 +72,18 @@ enum CloudFuzzTarget: String, CaseIterable {
             }
             if let found = PushReference.find(in: String(decoding: bytes, as: UTF8.self)) {
                 precondition(found.count == PushReference.length, "a malformed reference")
+            }
+        case .strictjson:
+            if (try? StrictJSON.check(bytes)) != nil {
+                // Accepted text stays accepted inside an array one level deeper allowed: the check
+                // is about the value, not where it stands.
+                let wrapped = Array("[".utf8) + bytes + Array("]".utf8)
+                precondition((try? StrictJSON.check(wrapped, maximumDepth: StrictJSON.maximumDepth + 1)) != nil,
+                             "accepted alone, refused inside an array")
+            }
+            let text = String(decoding: bytes, as: UTF8.self)
+            if TextChecks.freeTextProblem(text, field: "name", characters: 100, bytes: 400) == nil {
+                precondition(text.utf8.count <= 400 && !text.utf8.contains(0), "a name over the limit or with a NUL passed")
             }
         }
     }

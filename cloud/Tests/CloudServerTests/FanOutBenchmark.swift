@@ -24,7 +24,7 @@ final class FanOutBenchmark: Sendable {
             let owner = try await outer.household(client, guests: 0)[0]
             let now = Int64(Date().timeIntervalSince1970 * 1000)
             for token in tokens {
-                try await cloud.store.registerPhone(token: token, accountID: owner.id, environment: .sandbox,
+                try await cloud.store.registerPhone(token: token, accountID: owner.id, installationSecret: String(repeating: "s", count: 43), environment: .sandbox,
                                                     bundleID: APNsTestServer.topic, now: now)
             }
             #expect(try await outer.press(client, id: eventID).1["pushes"] as? Int == pushes)

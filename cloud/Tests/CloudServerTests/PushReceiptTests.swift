@@ -58,17 +58,17 @@ extension FanOutTests {
 
                 (status, json) = try await call(client, .get, "/events/\(first)/deliveries", token: owner.token)
                 let rows = try #require(json["deliveries"] as? [[String: Any]])
-                let annaRow = try #require(rows.first { $0["token"] as? String == anna })
+                let annaRow = try #require(rows.first { $0["phone_id"] as? String == PhoneClaim.phoneID(token: anna) })
                 #expect(annaRow["receipt"] as? String == "displayed")
                 #expect(annaRow["displayed_on"] as? String == "Anna's iPhone")
                 #expect(annaRow["press_to_displayed_ms"] as? Int == 1_250)
                 let accepted = try #require(annaRow["accepted_at_ms"] as? Int)
                 #expect(annaRow["accepted_to_displayed_ms"] as? Int == 1_795_456_801_250 - accepted)
-                #expect(rows.first { $0["token"] as? String == ben }?["receipt"] as? String == "none")
+                #expect(rows.first { $0["phone_id"] as? String == PhoneClaim.phoneID(token: ben) }?["receipt"] as? String == "none")
 
                 (status, json) = try await call(client, .get, "/events/\(second)/deliveries", token: owner.token)
                 let later = try #require(json["deliveries"] as? [[String: Any]])
-                #expect(later.first { $0["token"] as? String == anna }?["receipt"] as? String == "not_displayed",
+                #expect(later.first { $0["phone_id"] as? String == PhoneClaim.phoneID(token: anna) }?["receipt"] as? String == "not_displayed",
                         "APNs accepted it, and the phone connected to the base station never showed it")
             }
         }

@@ -26,7 +26,7 @@ import Testing
         try await store.enrollGateway(id: "gw-0001", accountID: owner.id, publicKey: nil, secret: secret, now: 1)
         let tokens = (0..<phones).map { _ in randomDeviceToken() }
         for token in tokens {
-            try await store.registerPhone(token: token, accountID: owner.id, environment: .sandbox,
+            try await store.registerPhone(token: token, accountID: owner.id, installationSecret: String(repeating: "s", count: 43), environment: .sandbox,
                                     bundleID: APNsTestServer.topic, now: 1)
         }
         return (db, store, tokens)
@@ -124,6 +124,11 @@ import Testing
         defer { withExtendedLifetime(apns) {} }
         let declared = try hostile(serve, "declare-length", seconds: 10)
         #expect(declared["status"] as? Int == 413, "\(declared)")
+        // A chunked body declares nothing: it is cut at the route's limit, with the same JSON 413.
+        let chunked = try hostile(serve, "chunked", seconds: 10)
+        let answer = chunked["body"] as? [String: Any]
+        #expect(chunked["status"] as? Int == 413, "\(chunked)")
+        #expect(answer?["error"] as? String == "payload_too_large" && answer?["limit_bytes"] as? Int == 256 * 1024, "\(chunked)")
         let idle = try hostile(serve, "idle", count: 50, seconds: 15)
         #expect(idle["closed"] as? Int == 50, "idle connections closed: \(idle)")
         let half = try hostile(serve, "half-headers", seconds: 15)

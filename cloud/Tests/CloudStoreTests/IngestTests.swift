@@ -17,7 +17,7 @@ import Testing
         owner = try await store.createAccount(name: "Owner", now: 1).0
         try await store.enrollGateway(id: "gw-1", accountID: owner.id, publicKey: nil,
                                 secret: "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD", now: 1)
-        try await store.registerPhone(token: token, accountID: owner.id, environment: .production,
+        try await store.registerPhone(token: token, accountID: owner.id, installationSecret: String(repeating: "s", count: 43), environment: .production,
                                 bundleID: "com.example.doorbell", now: 1)
     }
 
@@ -114,9 +114,9 @@ import Testing
             ALTER TABLE deliveries DROP COLUMN lease_owner; ALTER TABLE deliveries DROP COLUMN displayed_at_ms;
             ALTER TABLE deliveries DROP COLUMN displayed_on; ALTER TABLE deliveries DROP COLUMN not_displayed_at_ms;
             UPDATE schema_version SET version = 1;
-            """, operation: "downgrade to schema 1")
+            """ + SchemaV3.downgradeFrom4, operation: "downgrade to schema 1")
         let reopened = try await CloudStore(url: path)
-        #expect(try await raw.query("SELECT version FROM schema_version", [], operation: "v").rows.first?.integer(0) == 3)
+        #expect(try await raw.query("SELECT version FROM schema_version", [], operation: "v").rows.first?.integer(0) == 4)
         #expect(try await reopened.claimDue(now: 1_000, limit: 10, leaseMilliseconds: 500, owner: "a").count == 1)
     }
 
@@ -128,9 +128,9 @@ import Testing
         try await raw.execute(script: """
             ALTER TABLE deliveries DROP COLUMN displayed_at_ms; ALTER TABLE deliveries DROP COLUMN displayed_on;
             ALTER TABLE deliveries DROP COLUMN not_displayed_at_ms; DROP TABLE phone_links; UPDATE schema_version SET version = 2;
-            """, operation: "downgrade to schema 2")
+            """ + SchemaV3.downgradeFrom4, operation: "downgrade to schema 2")
         let reopened = try await CloudStore(url: path)
-        #expect(try await raw.query("SELECT version FROM schema_version", [], operation: "v").rows.first?.integer(0) == 3)
+        #expect(try await raw.query("SELECT version FROM schema_version", [], operation: "v").rows.first?.integer(0) == 4)
         #expect(try await reopened.deliveries(eventID: "e1").first?.receipt == "none")
     }
 

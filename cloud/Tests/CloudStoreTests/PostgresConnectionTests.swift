@@ -50,7 +50,8 @@ private enum SharedChecks {
 
 // MARK: - PostgreSQL
 
-@Suite(.enabled(if: testPostgres != nil,
+// Under CI=true the suite runs whatever: without a server its `#require` fails instead of skipping.
+@Suite(.enabled(if: testPostgres != nil || ProcessInfo.processInfo.environment["CI"] == "true",
                 "needs DOORBELL_CLOUD_TEST_POSTGRES: run under cloud/scripts/with-test-postgres.sh"))
 final class PostgresConnectionTests {
     /// Each test works in a schema of its own, so the tests can run in parallel on one server.
@@ -103,7 +104,7 @@ final class PostgresConnectionTests {
         let again = try await EventStore(database: connect())
         #expect(try await again.allEvents().count == 2)
         let versions = try await admin.query("SELECT version FROM \(schema).schema_version", [], operation: "versions")
-        #expect(versions.rows.map(\.columns) == [["3"]])
+        #expect(versions.rows.map(\.columns) == [["4"]])
     }
 
     @Test func concurrentConnectionsStoreOneEventOnce() async throws {
