@@ -10,7 +10,8 @@ CROSS_CACHE=${CROSS_CACHE:-/var/cache/doorbell-cross}
 MIRROR=${MIRROR:-http://deb.debian.org/debian}
 # sid's archive here can be a frozen snapshot whose Release is past Valid-Until.
 aptopt='Acquire::Check-Valid-Until "false"'
-packages=(swiftlang lld pkg-config git ca-certificates binutils-aarch64-linux-gnu file)
+# libc6-dev and libstdc++-dev: the manifest and any host-side build are compiled for the build root itself.
+packages=(swiftlang lld pkg-config git ca-certificates binutils-aarch64-linux-gnu file libc6-dev libstdc++-15-dev)
 
 key=$(cat "$0" | sha256sum | cut -c1-16)
 dir=$CROSS_CACHE/buildroot-$key
@@ -22,17 +23,19 @@ rm -rf "$dir" "$dir.tmp"
 mkdir -p "$dir.tmp"
 echo "cross: mmdebstrap sid build root (${packages[*]}) into $dir.tmp/root — downloads about 0.7 GB once" >&2
 # The arm64 runtime: swiftlang:arm64 and libswiftlang:arm64 of exactly the host swiftlang's
-# version, unpacked (not installed) into /opt/swift-aarch64; only usr/lib/swift* is kept.
+# version, unpacked (not installed) into /opt/swift-aarch64; only its lib/swift{,_static} is kept.
 nice -n 10 mmdebstrap --mode=root --variant=apt --quiet --aptopt="$aptopt" \
   --architectures=amd64,arm64 \
   --include="$(IFS=,; echo "${packages[*]}")" \
   --customize-hook='chroot "$1" sh -ec "
-    v=\$(dpkg-query -W -f=\"\${Version}\" swiftlang)
+    v=\$(dpkg-query -W -f='\${Version}' swiftlang)
     mkdir -p /tmp/arm64 /opt/swift-aarch64 && cd /tmp/arm64
     apt-get download -q swiftlang:arm64=\$v libswiftlang:arm64=\$v
     for d in *.deb; do dpkg-deb -x \$d /tmp/arm64/x; done
-    cp -a /tmp/arm64/x/usr/lib/swift /tmp/arm64/x/usr/lib/swift_static /opt/swift-aarch64/
+    cp -a /tmp/arm64/x/usr/libexec/swift/lib/swift /tmp/arm64/x/usr/libexec/swift/lib/swift_static /opt/swift-aarch64/
     rm -rf /tmp/arm64 /var/cache/apt/archives/*.deb
+    # clang's builtin headers (stdarg.h, …) are the same for every target: the host's copy.
+    ln -s /usr/libexec/swift/lib/clang /opt/swift-aarch64/clang
     echo \$v > /opt/swift-aarch64/VERSION"' \
   sid "$dir.tmp/root" "deb $MIRROR sid main" >&2
 mv "$dir.tmp" "$dir"

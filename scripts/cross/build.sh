@@ -14,7 +14,7 @@ buildroot=$("$here/build-root.sh")
 sysroot=$("$here/sysroot.sh" "$DIST" "$ARCH")
 case $ARCH in
   arm64) triple=aarch64-unknown-linux-gnu; multiarch=aarch64-linux-gnu; runtime=/opt/swift-aarch64 ;;
-  amd64) triple=x86_64-unknown-linux-gnu; multiarch=x86_64-linux-gnu; runtime=/usr/lib ;;
+  amd64) triple=x86_64-unknown-linux-gnu; multiarch=x86_64-linux-gnu; runtime=/usr/libexec/swift/lib ;;
 esac
 name=doorbell-$DIST-$ARCH
 scratch=.build-cross-$DIST-$ARCH
@@ -23,7 +23,7 @@ bundle=$sdks/$name.artifactbundle
 rm -rf "$sdks"; mkdir -p "$bundle/sdk"
 cat > "$bundle/info.json" <<JSON
 {"schemaVersion": "1.0", "artifacts": {"$name": {"type": "swiftSDK", "version": "1",
- "variants": [{"path": "sdk", "supportedTriples": ["x86_64-unknown-linux-gnu"]}]}}}
+ "variants": [{"path": "sdk", "supportedTriples": ["x86_64-unknown-linux-gnu", "x86_64-pc-linux-gnu"]}]}}}
 JSON
 # Inside the build root the sysroot is mounted at /sysroot; the runtime is the target's own.
 cat > "$bundle/sdk/swift-sdk.json" <<JSON
@@ -34,7 +34,7 @@ cat > "$bundle/sdk/swift-sdk.json" <<JSON
   "toolsetPaths": ["toolset.json"]}}}
 JSON
 cat > "$bundle/sdk/toolset.json" <<JSON
-{"schemaVersion": "1.0", "swiftCompiler": {"extraCLIOptions": ["-use-ld=lld"]},
+{"schemaVersion": "1.0", "swiftCompiler": {"extraCLIOptions": ["-use-ld=lld", "-resource-dir", "$runtime/swift_static"]},
  "cCompiler": {"extraCLIOptions": ["--target=$triple"]}}
 JSON
 
