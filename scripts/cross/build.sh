@@ -53,6 +53,12 @@ unshare -m sh -ec "
   mount --bind '$repo' '$buildroot/src'
   mount --bind '$sysroot' '$buildroot/sysroot'
   mount -t proc proc '$buildroot/proc'
+  # The driver links the static runtime from <sysroot>/usr/lib/swift_static whatever the SDK's
+  # swiftStaticResourcesPath says: lay the target's runtime there (in this namespace only).
+  for d in swift swift_static; do
+    mkdir -p '$sysroot'/usr/lib/\$d
+    mount --bind '$buildroot$runtime'/\$d '$buildroot/sysroot/usr/lib/'\$d
+  done
   [ -d /opt/swift-packages ] && mount --bind /opt/swift-packages '$buildroot/opt/swift-packages'
   chroot '$buildroot' env -i PATH=/usr/bin:/bin HOME=/root LANG=C.UTF-8 \
     PKG_CONFIG_SYSROOT_DIR=/sysroot \
