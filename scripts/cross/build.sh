@@ -67,7 +67,7 @@ unshare -m sh -ec "
       while read -r to from; do git config --global --add url.\$to.insteadOf \"\$from\"; done < /tmp/url-rewrites
       cd /src
       if [ $DIST = bookworm ]; then
-        clang --target=$triple --sysroot=/sysroot -O2 -c scripts/cross/isoc23.c -o $scratch/isoc23.o
+        /usr/libexec/swift/bin/clang --target=$triple --sysroot=/sysroot -O2 -c scripts/cross/isoc23.c -o $scratch/isoc23.o
       fi
       for p in doorbell-agent agentctl; do
         swift build -c release --static-swift-stdlib --scratch-path $scratch \

@@ -2,9 +2,21 @@
 // was compiled against glibc 2.38, whose headers turn strtol & co. into the C23 variants
 // __isoc23_*; bookworm's glibc 2.36 has none of them. The C23 variants differ only in also
 // accepting a 0b prefix, which the runtime never feeds them, so the C17 functions stand in.
+// libdispatch (agentctl's Foundation) also calls strlcpy, new in glibc 2.38.
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+size_t strlcpy(char *dst, const char *src, size_t size) {
+    size_t n = strlen(src);
+    if (size > 0) {
+        size_t k = n < size - 1 ? n : size - 1;
+        memcpy(dst, src, k);
+        dst[k] = 0;
+    }
+    return n;
+}
 
 long __isoc23_strtol(const char *s, char **end, int base) { return strtol(s, end, base); }
 long long __isoc23_strtoll(const char *s, char **end, int base) { return strtoll(s, end, base); }
