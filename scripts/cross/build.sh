@@ -12,9 +12,10 @@ repo=$(cd "$here/../.." && pwd)
 [ "$(id -u)" -eq 0 ] || { echo "cross: needs root (chroot, mount)" >&2; exit 1; }
 buildroot=$("$here/build-root.sh")
 sysroot=$("$here/sysroot.sh" "$DIST" "$ARCH")
+# The triples are the ones Debian's swiftlang names its runtimes with.
 case $ARCH in
   arm64) triple=aarch64-unknown-linux-gnu; multiarch=aarch64-linux-gnu; runtime=/opt/swift-aarch64 ;;
-  amd64) triple=x86_64-unknown-linux-gnu; multiarch=x86_64-linux-gnu; runtime=/usr/libexec/swift/lib ;;
+  amd64) triple=x86_64-pc-linux-gnu; multiarch=x86_64-linux-gnu; runtime=/usr/libexec/swift/lib ;;
 esac
 name=doorbell-$DIST-$ARCH
 scratch=.build-cross-$DIST-$ARCH

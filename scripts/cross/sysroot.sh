@@ -29,8 +29,8 @@ nice -n 10 mmdebstrap --mode=root --variant=extract --quiet --architectures="$AR
 # trixie's packages ship everything under /usr (the usr-merge is done); the /lib -> usr/lib links
 # come from base-files, which extract does not install. libc.so's linker script and the dynamic
 # linker's path name /lib.
-for d in bin sbin lib; do
-  [ -e "$dir.tmp/root/$d" ] || ln -s "usr/$d" "$dir.tmp/root/$d"
+for d in bin sbin lib lib64; do
+  [ -e "$dir.tmp/root/$d" ] || [ ! -d "$dir.tmp/root/usr/$d" ] || ln -s "usr/$d" "$dir.tmp/root/$d"
 done
 # Absolute symlinks (libfoo.so -> /lib/aarch64-linux-gnu/libfoo.so.1) would resolve to the build
 # machine's own libraries: make each relative to the sysroot.
