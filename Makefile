@@ -21,9 +21,10 @@ build-cloud: deps
 demo: build build-cloud
 	@scripts/demo.sh
 
-# The Debian package for this machine's architecture (release, static Swift runtime, stripped).
+# The Debian package (release, static Swift runtime, stripped): for this machine, or with
+# ARCH=amd64|arm64 and/or DIST=bookworm|trixie cross-built with Debian's Swift (scripts/cross/).
 deb: deps
-	scripts/make-deb.sh
+	ARCH=$(ARCH) DIST=$(DIST) scripts/make-deb.sh
 
 # Every test: unit, property, and integration with real rtl_433, SQLite, HTTPS and processes.
 test: deps build-cloud
@@ -34,6 +35,8 @@ test: deps build-cloud
 	scripts/check-rtl433-specs.sh
 	scripts/make-deb.sh
 	scripts/test-deb.sh
+	ARCH=arm64 DIST=trixie scripts/make-deb.sh
+	scripts/test-deb.sh .work/deb/trixie/doorbell-agent_*_arm64.deb
 	RIG_SKIP_DEB=1 scripts/field-rig/run.sh
 	cd cloud && scripts/with-test-postgres.sh $(SWIFT) test
 	cd cloud && $(SWIFT) build --product cloud-fuzz && for t in envelope webhook apns payload receipt strictjson; do .build/debug/cloud-fuzz $$t Tests/FuzzCorpus/$$t/*; done

@@ -23,8 +23,8 @@ let package = Package(
         // libcrypto (OpenSSL 3), already in the process through libcurl's TLS.
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto",
                        providers: [.apt(["libssl-dev"])]),
-        .systemLibrary(name: "CGPIOD", pkgConfig: "libgpiod",
-                       providers: [.apt(["libgpiod-dev"])]),
+        // libgpiod 1.6 or 2.x (whichever gpiod.h the build sees) behind one small C face.
+        .target(name: "CGPIOD", linkerSettings: [.linkedLibrary("gpiod")]),
         // The MQTT sink (the house's broker, Home Assistant).
         .systemLibrary(name: "CMosquitto", pkgConfig: "libmosquitto",
                        providers: [.apt(["libmosquitto-dev"])]),

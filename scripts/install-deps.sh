@@ -6,6 +6,9 @@ set -euo pipefail
 packages=(rtl-433 curl libgpiod-dev gpiod bluez libbluetooth-dev libmosquitto-dev mosquitto mosquitto-clients libcurl4-openssl-dev libssl-dev libsqlite3-dev postgresql openssl ca-certificates python3 python3-venv sqlite3 dpkg-dev lintian help2man)
 # The field rig (make test-field): a Debian guest built with mmdebstrap, booted with qemu (TCG).
 [ "$(dpkg --print-architecture)" = amd64 ] && packages+=(mmdebstrap qemu-system-x86 qemu-utils e2fsprogs)
+# Cross packages (make deb ARCH=arm64): the build root and sysroots come from mmdebstrap; the arm64
+# package is stripped with binutils-aarch64-linux-gnu and its binaries run by qemu-user-static.
+packages+=(mmdebstrap binutils-aarch64-linux-gnu qemu-user-static)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,32 +1,54 @@
 #!/usr/bin/env bash
-# make deb: a Debian package of the agent for this machine's architecture
-# (dpkg --print-architecture; on a Pi 64-bit that is arm64).
-#   BUILD=release (default): -c release --static-swift-stdlib, stripped — what goes on gateways.
+# make deb: a Debian package of the agent (release, static Swift runtime, stripped).
+#   With neither ARCH nor DIST: for this machine's architecture and release, built with the Swift
+#   on PATH. Output: .work/deb/doorbell-agent_<version>_<arch>.deb
+#   ARCH=amd64|arm64 and/or DIST=bookworm|trixie: cross-built with Debian's own Swift in a build
+#   root against that release's libraries (scripts/cross/), whatever this machine is.
+#   Output: .work/deb/<dist>/doorbell-agent_<version>_<arch>.deb
 #   BUILD=debug: the debug binaries already built (quick, for the package layout tests).
-# Output: .work/deb/doorbell-agent_<version>_<arch>.deb
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 BUILD=${BUILD:-release}
 version=$(sed -n 's/.*static let current = "\(.*\)".*/\1/p' Sources/DoorbellCore/WebhookSigner.swift)
-arch=$(dpkg --print-architecture)
+host_arch=$(dpkg --print-architecture)
+host_dist=$(. /etc/os-release && echo "${VERSION_CODENAME:-bookworm}")
 out=$root/.work/deb
-stage=$out/stage
+if [ -n "${ARCH:-}${DIST:-}" ]; then
+  arch=${ARCH:-$host_arch}
+  dist=${DIST:-$host_dist}
+  out=$out/$dist
+  [ "$BUILD" = release ] || { echo "make-deb: ARCH/DIST builds are release builds only" >&2; exit 64; }
+  bin=$(scripts/cross/build.sh "$dist" "$arch")
+  # Man pages and completions come from the CLIs' own help, the same on every architecture:
+  # the host's build of the same source writes them.
+  swift build --product doorbell-agent >&2
+  swift build --product agentctl >&2
+  helpbin=$root/.build/debug
+else
+  arch=$host_arch
+  dist=$host_dist
+  case $BUILD in
+    release)
+      swift build -c release --static-swift-stdlib --scratch-path .build-release --product doorbell-agent
+      swift build -c release --static-swift-stdlib --scratch-path .build-release --product agentctl
+      bin=$root/.build-release/release ;;
+    debug)
+      swift build --product doorbell-agent
+      swift build --product agentctl
+      bin=$root/.build/debug ;;
+    *) echo "make-deb: BUILD must be release or debug" >&2; exit 64 ;;
+  esac
+  helpbin=$bin
+fi
+[ -f "packaging/deb/depends-$dist" ] || { echo "make-deb: no Depends for $dist (packaging/deb/depends-bookworm, -trixie)" >&2; exit 64; }
+depends=$(cat "packaging/deb/depends-$dist")
+stage=$out/stage-$arch
 pkg=$out/doorbell-agent_${version}_${arch}.deb
-
-case $BUILD in
-  release)
-    swift build -c release --static-swift-stdlib --scratch-path .build-release --product doorbell-agent
-    swift build -c release --static-swift-stdlib --scratch-path .build-release --product agentctl
-    bin=$root/.build-release/release ;;
-  debug)
-    swift build --product doorbell-agent
-    swift build --product agentctl
-    bin=$root/.build/debug ;;
-  *) echo "make-deb: BUILD must be release or debug" >&2; exit 64 ;;
-esac
-for tool in dpkg-deb help2man gzip; do
-  command -v $tool >/dev/null || { echo "make-deb: $tool missing (apt-get install dpkg-dev help2man)" >&2; exit 1; }
+strip=strip
+[ "$arch" = "$host_arch" ] || strip=aarch64-linux-gnu-strip
+for tool in dpkg-deb help2man gzip $strip; do
+  command -v $tool >/dev/null || { echo "make-deb: $tool missing (apt-get install dpkg-dev help2man binutils-aarch64-linux-gnu)" >&2; exit 1; }
 done
 
 rm -rf "$stage"
@@ -38,13 +60,13 @@ install -d "$stage/DEBIAN" "$stage/usr/bin" "$stage/lib/systemd/system" "$stage/
 
 for b in doorbell-agent agentctl; do
   install -m 0755 "$bin/$b" "$stage/usr/bin/$b"
-  strip --strip-unneeded --remove-section=.comment --remove-section=.note "$stage/usr/bin/$b"
+  $strip --strip-unneeded --remove-section=.comment --remove-section=.note "$stage/usr/bin/$b"
   # Man pages from the CLIs' own help, so they never drift from the code.
-  help2man --no-info --no-discard-stderr --section=1 --name="$("$stage/usr/bin/$b" --help | sed -n '1s/^OVERVIEW: //p')" \
-    "$stage/usr/bin/$b" | gzip -9n > "$stage/usr/share/man/man1/$b.1.gz"
-  "$stage/usr/bin/$b" --generate-completion-script bash | sed '1{/^#!/d}' > "$stage/usr/share/bash-completion/completions/$b"
-  "$stage/usr/bin/$b" --generate-completion-script zsh > "$stage/usr/share/zsh/vendor-completions/_$b"
-  "$stage/usr/bin/$b" --generate-completion-script fish > "$stage/usr/share/fish/vendor_completions.d/$b.fish"
+  help2man --no-info --no-discard-stderr --section=1 --name="$("$helpbin/$b" --help | sed -n '1s/^OVERVIEW: //p')" \
+    "$helpbin/$b" | gzip -9n > "$stage/usr/share/man/man1/$b.1.gz"
+  "$helpbin/$b" --generate-completion-script bash | sed '1{/^#!/d}' > "$stage/usr/share/bash-completion/completions/$b"
+  "$helpbin/$b" --generate-completion-script zsh > "$stage/usr/share/zsh/vendor-completions/_$b"
+  "$helpbin/$b" --generate-completion-script fish > "$stage/usr/share/fish/vendor_completions.d/$b.fish"
 done
 
 install -m 0644 systemd/doorbell-agent.service "$stage/lib/systemd/system/doorbell-agent.service"
@@ -69,7 +91,7 @@ Version: $version
 Architecture: $arch
 Maintainer: doorbell-agent developers <dev@doorbell-agent.invalid>
 Installed-Size: $size
-Depends: libc6, libbluetooth3, libcurl4 (>= 7.74), libssl3 (>= 3.0), libsqlite3-0, libgpiod2, libmosquitto1, systemd
+Depends: $depends
 Recommends: rtl-433
 Section: net
 Priority: optional

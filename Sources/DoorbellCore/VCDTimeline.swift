@@ -116,8 +116,13 @@ public enum VCDTimeline {
             return out
         }
         let tail = end + 100_000
-        return [edges[0]] + spikes(from: edges[0].micros + 1, to: firstHigh - 1_000) + edges.dropFirst()
-            + spikes(from: end + 1_000, to: tail) + [VCDEdge(micros: tail, high: false)]
+        // Appended in steps: Swift 6.2's type checker rejects one chain mixing Array and ArraySlice.
+        var out = [edges[0]]
+        out += spikes(from: edges[0].micros + 1, to: firstHigh - 1_000)
+        out += edges.dropFirst()
+        out += spikes(from: end + 1_000, to: tail)
+        out.append(VCDEdge(micros: tail, high: false))
+        return out
     }
 
     /// "1 us", "1us", "10 ns", "1 ms", "1 s" → nanoseconds per tick.

@@ -2,7 +2,8 @@ import CGPIOD
 import DoorbellCore
 import Glibc
 
-// The only file that calls libgpiod (1.6, the character-device API). Chips are found by label,
+// The only file that touches GPIO, through CGPIOD's small C face, which is libgpiod 1.6 or 2.x
+// depending on the system it was built for (GPIO.api says which). Chips are found by label,
 // because numbers move: a Pi 5's header is on the RP1 chip (`pinctrl-rp1`), earlier Pis have it
 // on `pinctrl-bcm2835` / `pinctrl-bcm2711`, and gpiochip numbering changed between kernels.
 
@@ -20,6 +21,9 @@ public struct GPIOChipInfo: Sendable, Equatable {
 public enum GPIO {
     public static let consumer = "doorbell-agent"
 
+    /// "libgpiod 1" or "libgpiod 2": which API this build calls (status, `--version`).
+    public static var api: String { "libgpiod \(doorbell_gpio_api())" }
+
     /// Every GPIO chip this process can open, for error messages and `agentctl status`.
     public static func chips() -> [GPIOChipInfo] {
         guard let dir = opendir("/dev") else { return [] }
@@ -32,15 +36,20 @@ public enum GPIO {
             if name.hasPrefix("gpiochip") { names.append(name) }
         }
         return names.sorted().compactMap { name in
-            guard let chip = gpiod_chip_open("/dev/" + name) else { return nil }
-            defer { gpiod_chip_close(chip) }
-            return GPIOChipInfo(path: "/dev/" + name, name: name, label: String(cString: gpiod_chip_label(chip)),
-                                lines: Int(gpiod_chip_num_lines(chip)))
+            guard let (label, lines) = describe("/dev/" + name) else { return nil }
+            return GPIOChipInfo(path: "/dev/" + name, name: name, label: label, lines: lines)
         }
     }
 
+    static func describe(_ path: String) -> (label: String, lines: Int)? {
+        var label = [CChar](repeating: 0, count: 64)
+        var lines: UInt32 = 0
+        guard doorbell_gpio_chip_describe(path, &label, label.count, &lines) == 0 else { return nil }
+        return (String(decoding: label.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self), Int(lines))
+    }
+
     /// By label first (what board configs use), then by name (`gpiochip0`) or path.
-    static func openChip(_ spec: String) throws(GPIOError) -> OpaquePointer {
+    static func chipPath(_ spec: String) throws(GPIOError) -> (path: String, lines: Int) {
         let all = chips()
         var path: String?
         if spec.hasPrefix("/") {
@@ -55,42 +64,35 @@ public enum GPIO {
         guard let path else {
             throw GPIOError(description: "no GPIO chip labelled \"\(spec)\" (\(listing)). Set chip to one of those labels; `gpiodetect` lists them too")
         }
-        guard let chip = gpiod_chip_open(path) else {
+        guard let (_, lines) = describe(path) else {
             let e = errno
             if e == EACCES || e == EPERM {
                 throw GPIOError(description: "permission denied opening \(path): add the service user to group gpio (usermod -aG gpio doorbell-agent) or install board/common/99-doorbell-agent.rules")
             }
             throw GPIOError(description: "cannot open GPIO chip \(path): \(errnoText(e)) (\(listing))")
         }
-        return chip
+        return (path, lines)
     }
 
-    static func line(_ chip: OpaquePointer, _ ref: GPIOLineRef) throws(GPIOError) -> OpaquePointer {
-        let count = Int(gpiod_chip_num_lines(chip))
-        guard ref.line >= 0, ref.line < count, let line = gpiod_chip_get_line(chip, UInt32(ref.line)) else {
+    /// Finds the chip, checks the line exists and takes it with `request`; nothing stays open
+    /// when anything fails, so a retry loop leaks no descriptors.
+    static func request(_ ref: GPIOLineRef, _ request: (String, UInt32) -> OpaquePointer?) throws(GPIOError) -> OpaquePointer {
+        let (path, count) = try chipPath(ref.chip)
+        guard ref.line >= 0, ref.line < count else {
             throw GPIOError(description: "\(ref.chip) has lines 0-\(count - 1); line \(ref.line) does not exist")
+        }
+        guard let line = request(path, UInt32(ref.line)) else {
+            throw requestFailed(path, ref, errno: errno)
         }
         return line
     }
 
-    /// Opens the chip, takes the line with `request` (a libgpiod request call), and closes the
-    /// chip again when anything fails, so a retry loop leaks no descriptors.
-    static func request(_ ref: GPIOLineRef, _ request: (OpaquePointer) -> Int32) throws(GPIOError) -> (OpaquePointer, OpaquePointer) {
-        let chip = try openChip(ref.chip)
-        do throws(GPIOError) {
-            let line = try line(chip, ref)
-            guard request(line) == 0 else { throw requestFailed(line, ref, errno: errno) }
-            return (chip, line)
-        } catch {
-            gpiod_chip_close(chip)
-            throw error
-        }
-    }
-
-    static func requestFailed(_ line: OpaquePointer, _ ref: GPIOLineRef, errno e: Int32) -> GPIOError {
+    static func requestFailed(_ path: String, _ ref: GPIOLineRef, errno e: Int32) -> GPIOError {
         if e == EBUSY {
-            _ = gpiod_line_update(line)
-            let user = gpiod_line_consumer(line).map { String(cString: $0) } ?? "another program"
+            var buf = [CChar](repeating: 0, count: 64)
+            _ = doorbell_gpio_line_consumer(path, UInt32(ref.line), &buf, buf.count)
+            let holder = String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            let user = holder.isEmpty ? "another program" : holder
             return GPIOError(description: "\(ref) is in use by \"\(user)\": stop that program or pick a free pin (see `gpioinfo`)")
         }
         if e == EACCES || e == EPERM {
@@ -102,38 +104,36 @@ public enum GPIO {
 
 /// Both-edge events of one input line, with the kernel's timestamps.
 public final class GPIOEdgeReader: @unchecked Sendable {
-    private let chip: OpaquePointer
     private let line: OpaquePointer
     let ref: GPIOLineRef
     public let fd: Int32
     /// The level when the line was requested (true = carrier present after active_low).
     public let initialHigh: Bool
-    private var buffer = [gpiod_line_event](repeating: gpiod_line_event(), count: 64)
+    private var buffer = [doorbell_gpio_edge](repeating: doorbell_gpio_edge(), count: 64)
 
     public init(_ ref: GPIOLineRef) throws(GPIOError) {
         self.ref = ref
-        (chip, line) = try GPIO.request(ref) { gpiod_line_request_both_edges_events($0, GPIO.consumer) }
-        fd = gpiod_line_event_get_fd(line)
-        initialHigh = (gpiod_line_get_value(line) == 1) != ref.activeLow
+        line = try GPIO.request(ref) { doorbell_gpio_request_edges($0, $1, GPIO.consumer) }
+        fd = doorbell_gpio_fd(line)
+        initialHigh = (doorbell_gpio_get(line) == 1) != ref.activeLow
     }
 
     deinit {
-        gpiod_line_release(line)
-        gpiod_chip_close(chip)
+        doorbell_gpio_release(line)
     }
 
     /// Reads what is queued (call when `fd` is readable): (carrier on, monotonic µs) per edge.
     public func read() throws(GPIOError) -> [(high: Bool, micros: Int64)] {
-        let n = buffer.withUnsafeMutableBufferPointer { gpiod_line_event_read_multiple(line, $0.baseAddress, UInt32($0.count)) }
+        let n = buffer.withUnsafeMutableBufferPointer { doorbell_gpio_read_edges(line, $0.baseAddress, UInt32($0.count)) }
         guard n >= 0 else { throw GPIOError(description: "reading edges of \(ref): \(errnoText())") }
         var out: [(Bool, Int64)] = []
         out.reserveCapacity(Int(n))
         let now = Clocks.monotonicMicros()
         for e in buffer.prefix(Int(n)) {
-            var micros = Int64(e.ts.tv_sec) * 1_000_000 + Int64(e.ts.tv_nsec) / 1_000
+            var micros = Int64(clamping: e.timestamp_ns / 1_000)
             // Kernels before 5.7 stamp edges with the wall clock: fall back to the read time.
             if abs(micros - now) > 10_000_000 { micros = now }
-            out.append(((e.event_type == Int32(GPIOD_LINE_EVENT_RISING_EDGE)) != ref.activeLow, micros))
+            out.append(((e.rising != 0) != ref.activeLow, micros))
         }
         return out
     }
@@ -141,23 +141,21 @@ public final class GPIOEdgeReader: @unchecked Sendable {
 
 /// One output line (chime relay, buzzer), inactive while idle.
 public final class GPIOOutputLine: @unchecked Sendable {
-    private let chip: OpaquePointer
     private let line: OpaquePointer
     let ref: GPIOLineRef
 
     public init(_ ref: GPIOLineRef) throws(GPIOError) {
         self.ref = ref
-        (chip, line) = try GPIO.request(ref) { gpiod_line_request_output($0, GPIO.consumer, ref.activeLow ? 1 : 0) }
+        line = try GPIO.request(ref) { doorbell_gpio_request_output($0, $1, GPIO.consumer, ref.activeLow ? 1 : 0) }
     }
 
     deinit {
         set(active: false)
-        gpiod_line_release(line)
-        gpiod_chip_close(chip)
+        doorbell_gpio_release(line)
     }
 
     @discardableResult
     public func set(active: Bool) -> Bool {
-        gpiod_line_set_value(line, active != ref.activeLow ? 1 : 0) == 0
+        doorbell_gpio_set(line, active != ref.activeLow ? 1 : 0) == 0
     }
 }

@@ -15,7 +15,7 @@ packages=(systemd systemd-sysv systemd-timesyncd udev dbus kmod iproute2 procps
   linux-image-amd64 bluez ca-certificates python3-minimal strace sqlite3 less)
 # The .deb's own Depends, read from the script that writes them: the guest installs it with
 # dpkg -i and no network, so a new dependency must reach the image (and change its key).
-depends=$(sed -n 's/^Depends: //p' "$here/../make-deb.sh" | tr ',' '\n' | sed 's/(.*)//; s/[[:space:]]//g' | grep -v '^$')
+depends=$(tr ',' '\n' < "$here/../../packaging/deb/depends-bookworm" | sed 's/(.*)//; s/[[:space:]]//g' | grep -v '^$')
 packages+=($depends)
 
 key=$( (cat "$0" "$here/guest/"*; echo "$depends") | sha256sum | cut -c1-16)

@@ -55,7 +55,9 @@ extension CommandLineSpec {
         let head = "  " + label
         let body = wrap(text, indent: column)
         guard head.count < column, let first = body.first else { return [head] + body }
-        return [head + String(repeating: " ", count: column - head.count) + first.dropFirst(column)] + body.dropFirst()
+        // Built in steps: Swift 6.2's type checker gives up on this as one expression.
+        let padded = head + String(repeating: " ", count: column - head.count) + String(first.dropFirst(column))
+        return [padded] + Array(body.dropFirst())
     }
 
     static func wrap(_ text: String, indent: Int) -> [String] {

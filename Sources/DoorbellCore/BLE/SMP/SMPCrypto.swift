@@ -65,7 +65,9 @@ public enum SMPCrypto {
     public static func f5(w: [UInt8], n1: [UInt8], n2: [UInt8], a1: [UInt8], a2: [UInt8]) -> (macKey: [UInt8], ltk: [UInt8]) {
         precondition(w.count == 32 && n1.count == 16 && n2.count == 16 && a1.count == 7 && a2.count == 7, "f5 field sizes")
         let t = aesCMAC(key: f5Salt, w)
-        let tail = f5KeyID + n1 + n2 + a1 + a2 + [0x01, 0x00]
+        // keyID ‖ N1 ‖ N2 ‖ A1 ‖ A2 ‖ Length (256, 2 octets), appended in steps for Swift 6.2's type checker.
+        var tail = f5KeyID
+        for part in [n1, n2, a1, a2, [0x01, 0x00]] { tail += part }
         return (aesCMAC(key: t, [0] + tail), aesCMAC(key: t, [1] + tail))
     }
 
