@@ -45,9 +45,19 @@ public final class Deliverer: @unchecked Sendable {
     public var busySinceMicros: Int64? { busySince.snapshot }
     /// Every decision (window, backoff, Retry-After, 410, clock hold) is the machine's.
     private var machine: UplinkMachine
+    /// An idle uplink still wakes this often (one indexed read) so its heartbeat shows it alive.
+    static let idleWakeMicros: Int64 = 30_000_000
+    public let heartbeat: Heartbeat
+
+    /// The longest a healthy uplink goes without a beat: an idle wait, or a window of requests
+    /// each up to its connect and request timeouts (one after the other over HTTP/1.1).
+    public static func heartbeatPeriod(_ settings: UplinkSettings) -> Int64 {
+        idleWakeMicros + Int64(max(1, settings.maxInFlight)) * Int64(settings.connectTimeoutMs + settings.requestTimeoutMs) * 1000
+    }
 
     public init(settings: UplinkSettings, clock: ClockSettings = ClockSettings(requireSync: false), gatewayID: String,
-                signer: WebhookSigner, outbox: Outbox, log: Logger) {
+                signer: WebhookSigner, outbox: Outbox, log: Logger, heartbeat: Heartbeat? = nil) {
+        self.heartbeat = heartbeat ?? .unmonitored("uplink", periodMicros: Self.heartbeatPeriod(settings))
         self.settings = settings
         self.clock = clock
         self.gatewayID = gatewayID
@@ -60,8 +70,8 @@ public final class Deliverer: @unchecked Sendable {
             requireClockSync: clock.requireSync))
     }
 
-    public func start() {
-        startThread(name: "uplink") { [self] in
+    public func start() throws(ThreadStartError) {
+        try startLoop(heartbeat, thread: "uplink") { [self] in
             loop()
             client = nil
             done.signal()
@@ -75,6 +85,7 @@ public final class Deliverer: @unchecked Sendable {
     /// outbox and are delivered after the restart (the receiver deduplicates).
     public func stop(graceMicros: Int64) {
         stopping.withLock { $0 = true }
+        heartbeat.stopped()
         wake.signal()
         if !done.wait(timeoutMicros: graceMicros) {
             log.warning("uplink.stop_abandoned_request", [("grace_ms", String(graceMicros / 1000))])
@@ -86,12 +97,13 @@ public final class Deliverer: @unchecked Sendable {
     private func loop() {
         var rng = SystemRandomNumberGenerator()
         while !isStopping {
+            heartbeat.beat()
             let pending: [OutboxEntry]
             do {
                 pending = try outbox.pending(limit: max(64, settings.maxInFlight + 1))
             } catch {
                 log.error("outbox.read_failed", [("error", error.description)])
-                wake.wait(timeoutMicros: 5_000_000)
+                heartbeat.wait(wake, timeoutMicros: 5_000_000)
                 continue
             }
             let now = Clocks.monotonicMicros()
@@ -103,9 +115,9 @@ public final class Deliverer: @unchecked Sendable {
             }
             switch action {
             case .waitForWork:
-                wake.wait(timeoutMicros: nil)
+                heartbeat.wait(wake, timeoutMicros: Self.idleWakeMicros)
             case let .sleep(until):
-                wake.wait(timeoutMicros: until - now)
+                heartbeat.wait(wake, timeoutMicros: until - now)
             case let .holdForClock(started):
                 if started {
                     status.withLock { $0.heldForClock = true }
@@ -122,7 +134,7 @@ public final class Deliverer: @unchecked Sendable {
                 settle(deliver(window), rng: &rng)
             case .endpointGone:
                 // Keep everything, say so, and wait for a new uplink (reload makes a new one) or a stop.
-                while !isStopping { wake.wait(timeoutMicros: nil) }
+                while !isStopping { heartbeat.wait(wake, timeoutMicros: Self.idleWakeMicros) }
             }
         }
     }
