@@ -27,8 +27,7 @@ extension Agent {
         radio.tap.withLock {
             $0 = { packet, received in
                 guard raw.hasFollowers else { return }
-                raw.publish(.object([("radio", .string("ble")), ("h4", .string(Hex.encode(packet))),
-                                     ("rx", .bool(received)), ("t", .number(Double(Clocks.wallMicros())))]))
+                raw.publish(CaptureRecord.ble(h4: packet, received: received, wallMicros: Clocks.wallMicros()).json)
             }
         }
         return radio
