@@ -36,3 +36,31 @@ final class LoopHeartbeatTests: XCTestCase {
         XCTAssertEqual(monitor.problems(), [])
     }
 }
+
+extension LoopHeartbeatTests {
+    /// A user allowed three tasks: the main thread, the control socket's and the spill retries'
+    /// take them, and the uplink's cannot start. Before, the agent ran on without an uplink,
+    /// pinging the watchdog and delivering nothing; now it stops with EX_OSERR and says why.
+    func testAnAgentWhoseUplinkCannotStartStopsAndSaysWhy() throws {
+        try requireFile(Paths.agentBinary, "doorbell-agent")
+        try requireFile("/usr/bin/setpriv", "setpriv (util-linux)")
+        try requireFile("/usr/bin/prlimit", "prlimit (util-linux)")
+        guard geteuid() == 0 else { throw skip("needs root to run the agent as a user of its own") }
+        let dir = try TempDir()
+        chmod(dir.path, 0o777)
+        let socket = dir.file("control.sock")
+        let config = try dir.write("agent.toml", """
+        \(agentHeader(dir, socket: socket))
+        [uplink]
+        url = "https://127.0.0.1:9/events"
+        """)
+        chmod(config, 0o644)
+        // A uid nobody else uses: RLIMIT_NPROC counts every task of the user.
+        let agent = try Child("/usr/bin/prlimit", ["--nproc=3", "/usr/bin/setpriv", "--reuid=61427", "--regid=61427", "--clear-groups",
+                                                   Paths.agentBinary, "run", "--config", config], dir: dir, name: "agent")
+        defer { agent.stop() }
+        XCTAssertEqual(agent.wait(seconds: 30), 71, agent.stderr)
+        XCTAssertTrue(agent.stderr.contains("cannot start the uplink loop: cannot start thread uplink: Resource temporarily unavailable"), agent.stderr)
+        XCTAssertTrue(agent.stderr.contains("the agent stops so that systemd starts it again"), agent.stderr)
+    }
+}
