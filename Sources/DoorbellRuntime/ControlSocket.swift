@@ -162,8 +162,11 @@ public final class ControlServer: @unchecked Sendable {
                     // The connection waits in the backlog; retrying at once would spin a core
                     // until a descriptor frees up. Say so once, then look again every 100 ms.
                     if failing != code {
-                        log.error("control.accept_failed", [("error", errnoText(code)), ("hint", code == EMFILE || code == ENFILE
-                            ? "too many open files: agentctl followers or a descriptor leak; see ls /proc/<pid>/fd" : "retrying every 100 ms")])
+                        if code == EMFILE || code == ENFILE {
+                            log.error("control.out_of_descriptors", [("error", errnoText(code)), ("hint", "too many open files: agentctl followers or a descriptor leak; see ls /proc/<pid>/fd")])
+                        } else {
+                            log.error("control.accept_failed", [("error", errnoText(code)), ("hint", "retrying every 100 ms")])
+                        }
                     }
                     failing = code
                     usleep(100_000)
