@@ -46,7 +46,7 @@ def rootfs_dir():
 class Guest:
     """One VM with its own copy-on-write disk over the cached base image."""
 
-    def __init__(self, name, rtc_base=None, serial_tcp_port=None, memory_mb=1024, keep_disk=False):
+    def __init__(self, name, rtc_base=None, serial_tcp_port=None, usb_serial_tcp_port=None, memory_mb=1024, keep_disk=False):
         """keep_disk: boot the disk a previous run left (to look at a failure), not a fresh one."""
         self.name = name
         self.dir = os.path.join(WORK, name)
@@ -65,6 +65,7 @@ class Guest:
                            check=True)
         self.rtc_base = rtc_base
         self.serial_tcp_port = serial_tcp_port
+        self.usb_serial_tcp_port = usb_serial_tcp_port
         self.memory_mb = memory_mb
         self.proc = None
         self.seq = 0
@@ -91,6 +92,11 @@ class Guest:
         if self.serial_tcp_port:
             # ttyS1: an H4 UART whose other end is a Bumble controller on the host.
             cmd += ["-chardev", f"socket,id=bt,host=127.0.0.1,port={self.serial_tcp_port},reconnect=1", "-serial", "chardev:bt"]
+        if self.usb_serial_tcp_port:
+            # ttyUSB0: qemu's usb-serial is an FTDI FT232 (the guest's ftdi_sio), as an FTDI/CP210x
+            # H4 adapter on a Pi's USB port; its far end another Bumble controller.
+            cmd += ["-device", "qemu-xhci,id=xhci", "-chardev", f"socket,id=btusb,host=127.0.0.1,port={self.usb_serial_tcp_port},reconnect=1",
+                    "-device", "usb-serial,bus=xhci.0,chardev=btusb"]
         if self.rtc_base:
             cmd += ["-rtc", f"base={self.rtc_base},clock=host"]
         log(self.name, "boot", self.boots)
