@@ -58,7 +58,7 @@ public final class OOKRadio: @unchecked Sendable {
     public func start() throws(ThreadStartError) {
         if let sdr { try sdr.start(); return }
         switch settings.source {
-        case .gpio: try startLoop(heartbeat, thread: "radio-gpio") { [self] in runGPIO(); done.signal() }
+        case .gpio: try startLoop(heartbeat, thread: "radio-gpio") { [self] in runGPIO(); heartbeat.stopped(); done.signal() }
         case .replay: try startLoop(heartbeat, thread: "radio-replay") { [self] in runReplay(); heartbeat.stopped(); done.signal() }
         case .rtl433: break
         }
