@@ -2,13 +2,14 @@ import DoorbellCore
 import Foundation
 import XCTest
 
-/// The unit must stay verifiable and hardened: exposure 2.0 or lower (issue #15), 2.2 since the
-/// clock's synchronization must be readable (issue #27: ProtectClock=yes, 0.2, denied even reading
-/// it; the clock stays unwritable, testTheClockIsReadableButNotWritable).
+/// The unit must stay verifiable and hardened: exposure 2.0 or lower (issue #15), 2.5 since the
+/// clock's synchronization must be readable (issue #27: ProtectClock=no 0.2, and adjtimex admitted
+/// counts as "@clock included" 0.2 and "@privileged included" 0.1; the clock stays unwritable,
+/// testTheClockIsReadableButNotWritable).
 final class SystemdUnitTests: XCTestCase {
     let unit = Paths.repoRoot + "/systemd/doorbell-agent.service"
 
-    func testSecurityExposureIsAtMostTwoPointTwo() throws {
+    func testSecurityExposureIsAtMostTwoPointFive() throws {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/systemd-analyze") else {
             throw skip("SKIPPED: systemd-analyze not installed")
         }
@@ -17,7 +18,7 @@ final class SystemdUnitTests: XCTestCase {
               let value = line.split(separator: " ").compactMap({ Double($0) }).first else {
             return XCTFail("no exposure level in: \(r.stdout) \(r.stderr)")
         }
-        XCTAssertLessThanOrEqual(value, 2.2, String(line))
+        XCTAssertLessThanOrEqual(value, 2.5, String(line))
     }
 
     func testUnitVerifiesApartFromTheMissingBinary() throws {
@@ -53,21 +54,32 @@ extension SystemdUnitTests {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/systemd-analyze") else {
             throw skip("SKIPPED: systemd-analyze not installed")
         }
+        // A group's calls, its nested groups (@privileged holds @clock) expanded.
         func syscalls(_ group: String) throws -> Set<String> {
             let r = try runCommand("/usr/bin/systemd-analyze", ["syscall-filter", "--no-pager", group])
-            return Set(r.stdout.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
-                .filter { !$0.isEmpty && !$0.hasPrefix("#") && !$0.hasPrefix("@") })
+            var out: Set<String> = []
+            for entry in r.stdout.split(separator: "\n").dropFirst().map({ $0.trimmingCharacters(in: .whitespaces) }) where !entry.isEmpty && !entry.hasPrefix("#") {
+                if entry.hasPrefix("@") { out.formUnion(try syscalls(entry)) } else { out.insert(entry) }
+            }
+            return out
         }
         let text = try String(contentsOfFile: unit, encoding: .utf8)
         let lines = text.split(separator: "\n").map(String.init)
         XCTAssertFalse(lines.contains("ProtectClock=yes"), "ProtectClock=yes has a filter of its own that denies reading adjtimex")
-        // The allow list: every SystemCallFilter= line without ~, groups expanded.
+        // The allow list as systemd builds it: the first line's set, then in order each line
+        // without ~ adds and each line with ~ takes away.
         var allowed: Set<String> = []
-        for line in lines where line.hasPrefix("SystemCallFilter=") && !line.hasPrefix("SystemCallFilter=~") {
-            for token in line.dropFirst("SystemCallFilter=".count).split(separator: " ").map(String.init) {
-                if token.hasPrefix("@") { allowed.formUnion(try syscalls(token)) } else { allowed.insert(token) }
+        for line in lines where line.hasPrefix("SystemCallFilter=") {
+            var value = line.dropFirst("SystemCallFilter=".count)
+            let deny = value.hasPrefix("~")
+            if deny { value = value.dropFirst() }
+            var set: Set<String> = []
+            for token in value.split(separator: " ").map(String.init) {
+                if token.hasPrefix("@") { set.formUnion(try syscalls(token)) } else { set.insert(token) }
             }
+            if deny { allowed.subtract(set) } else { allowed.formUnion(set) }
         }
+        XCTAssertTrue(allowed.contains("read") && allowed.contains("clock_gettime") && !allowed.contains("reboot"), "the filter was not read: \(allowed.count) calls")
         let clock = try syscalls("@clock")
         XCTAssertTrue(clock.contains("settimeofday") && clock.contains("clock_settime"), "\(clock)")
         XCTAssertEqual(allowed.intersection(clock), ["adjtimex", "clock_adjtime"], "only the calls glibc's adjtimex makes may pass")
