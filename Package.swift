@@ -32,6 +32,8 @@ let package = Package(
         .target(name: "CBluetooth", linkerSettings: [.linkedLibrary("bluetooth")]),
         // libc's Linux-only corners that Glibc's module map leaves out (adjtimex).
         .systemLibrary(name: "CLinux"),
+        // pipe2/accept4 and posix_spawn's closefrom: descriptors close-on-exec from birth (_GNU_SOURCE).
+        .target(name: "CDescriptors"),
         .target(
             name: "DoorbellCore",
             dependencies: [
@@ -41,7 +43,7 @@ let package = Package(
         .target(
             name: "DoorbellRuntime",
             dependencies: [
-                "DoorbellCore", "CCurl", "CSQLite", "CLinux", "CGPIOD", "CMosquitto", "CBluetooth",
+                "DoorbellCore", "CCurl", "CSQLite", "CLinux", "CDescriptors", "CGPIOD", "CMosquitto", "CBluetooth",
             ]
         ),
         .executableTarget(

@@ -4,7 +4,7 @@
 /// What adjtimex said about NTP synchronization.
 public enum KernelNTPState: Sendable, Equatable {
     case synchronized, unsynchronized
-    /// The call failed (ProtectClock= makes it EPERM): why, for the operator.
+    /// The call failed (a unit with ProtectClock=yes makes it EPERM): why, for the operator.
     case unreadable(String)
 }
 
@@ -20,7 +20,7 @@ public struct ClockState: Sendable, Equatable {
         case .synchronized: return ClockState(synchronized: true, reason: "the kernel reports NTP synchronization (adjtimex)")
         case .unsynchronized: return ClockState(synchronized: false, reason: "the kernel reports no NTP synchronization and \(flagFile) is absent")
         case let .unreadable(why):
-            return ClockState(synchronized: false, reason: "the kernel's NTP state is unreadable (adjtimex: \(why); ProtectClock= denies it) and \(flagFile) is absent: waiting for systemd-timesyncd")
+            return ClockState(synchronized: false, reason: "the kernel's NTP state is unreadable (adjtimex: \(why); a unit with ProtectClock=yes or without adjtimex in SystemCallFilter= denies it) and \(flagFile) is absent: waiting for systemd-timesyncd")
         }
     }
 }

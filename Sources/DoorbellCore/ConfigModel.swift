@@ -310,6 +310,11 @@ public enum HCITransportKind: Sendable, Equatable {
     case tcp(host: String, port: Int)
     /// btsnoop captures played as the radio (the simulated board, support cases).
     case replay(files: [String])
+
+    /// The kernel's device groups (/proc/devices) of the UARTs an H4 controller sits on: a board's
+    /// (ttyS), a Pi's (ttyAMA), a USB CDC dongle's (ttyACM), an FTDI/CP210x adapter's (ttyUSB).
+    /// The unit's DeviceAllow= must list each (SystemdUnitTests checks it with systemd's parser).
+    public static let serialDeviceGroups = ["ttyS", "ttyAMA", "ttyACM", "ttyUSB"]
 }
 
 public struct BLERadioSettings: Sendable, Equatable {

@@ -108,7 +108,7 @@ public enum ConfigReference {
         Row(key: #"`[clock] sync_file`"#, type: #"path"#, defaultValue: #"`/run/systemd/timesync/synchronized`"#,
             meaning: #"present = synchronized (systemd-timesyncd's flag)"#),
         Row(key: #"`[clock] kernel_check`"#, type: #"bool"#, defaultValue: #"`true`"#,
-            meaning: #"otherwise trust the kernel's NTP state (adjtimex), for chrony/ntpd"#),
+            meaning: #"otherwise trust the kernel's NTP state (adjtimex), for chrony (with `rtcsync`, as Debian ships it) and ntpd"#),
         Row(key: #"`[[action]] name`"#, type: #"string"#, defaultValue: #"`action-N`"#,
             meaning: #"shown in status and logs"#),
         Row(key: #"`[[action]] gpio_pulse`"#, type: #"table"#, defaultValue: #""#,

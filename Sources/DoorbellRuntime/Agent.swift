@@ -60,6 +60,8 @@ public final class Agent: @unchecked Sendable {
     let spillStopping = Locked(false)
     /// Raw radio lines for `agentctl capture`; only filled while someone captures.
     let rawFeed = EventFeed()
+    /// The long-lived loops' heartbeats, which the watchdog ping checks.
+    public let loops = LoopMonitor()
 
     public init(config: AgentConfig, log: Logger) throws(AgentStartError) {
         self.current = Locked(config)
@@ -133,7 +135,8 @@ public final class Agent: @unchecked Sendable {
 
     /// Starts every part. The control socket first, so an installer can ask what is wrong.
     public func start() throws(AgentStartError) {
-        let control = ControlServer(path: config.paths.controlSocket, log: log) { [unowned self] request in
+        let control = ControlServer(path: config.paths.controlSocket, log: log,
+                                    heartbeat: loops.heartbeat("control", periodMicros: ControlServer.wakeMicros)) { [unowned self] request in
             handleControl(request)
         }
         do { try control.start() } catch { throw AgentStartError(description: error.description, exitCode: 73) }
@@ -142,21 +145,26 @@ public final class Agent: @unchecked Sendable {
         let config = self.config
         runSpillRetries()
         if !config.actions.isEmpty { actions.withLock { $0 = makeActionRunner(config.actions) } }
+        // A loop that cannot start stops the agent (EX_OSERR) instead of running without it:
+        // systemd starts it again, and the message says why.
+        func started(_ start: () throws(ThreadStartError) -> Void) throws(AgentStartError) {
+            do { try start() } catch { throw AgentStartError(description: error.description, exitCode: 71) }
+        }
         let d = try makeDeliverer(config)
-        d?.start()
+        if let d { try started(d.start) }
         if d == nil { log.warning("uplink.not_configured", [("hint", "events stay in the outbox until [uplink] is set")]) }
         let r = makeRadio(config)
-        r?.start()
         parts.withLock { $0 = (r, d) }
+        if let r { try started(r.start) }
         let q = makeMQTTSink(config)
-        q?.start()
         mqttParts.withLock { $0 = q }
+        if let q { try started(q.start) }
         let o = makeOOKRadio(config)
-        o?.start()
         ookParts.withLock { $0 = o }
+        if let o { try started(o.start) }
         let b = makeBLERadio(config)
-        b?.start()
         bleParts.withLock { $0 = b }
+        if let b { try started(b.start) }
         if let m = config.metrics {
             let writer = MetricsWriter(settings: m, log: log) { [unowned self] in metricsText() }
             writer.start()
@@ -189,18 +197,22 @@ public final class Agent: @unchecked Sendable {
 
     // MARK: - Liveness and service manager
 
-    /// The watchdog ping is earned, not timed: the pipeline lock and the outbox must answer and the
-    /// uplink must not be wedged in one request for longer than its own timeout allows.
-    public func isAlive() -> Bool {
+    /// The watchdog ping is earned, not timed: the pipeline lock and the outbox must answer, every
+    /// long-lived loop must have beaten within its own period (LoopHeartbeats), and the uplink
+    /// must not be wedged in one request for longer than its own timeout allows. Empty: alive.
+    public func deadParts() -> [String] {
         _ = pipeline.withLock { $0.counters.lines }
         _ = ookPipeline.withLock { $0.decoder.counters.pulses }
-        guard outbox.ping() else { return false }
+        var dead = loops.problems()
+        if !outbox.ping() { dead.append("outbox: the database does not answer") }
         if let deliverer, let uplink = config.uplink, let since = deliverer.busySinceMicros {
             let limit = Int64(uplink.connectTimeoutMs + uplink.requestTimeoutMs) * 1000 + 30_000_000
-            if Clocks.monotonicMicros() - since > limit { return false }
+            if Clocks.monotonicMicros() - since > limit { dead.append("uplink: one request has taken \((Clocks.monotonicMicros() - since) / 1_000_000) s") }
         }
-        return true
+        return dead
     }
+
+    public func isAlive() -> Bool { deadParts().isEmpty }
 
     /// One line for systemd's STATUS= and the log.
     public func summary() -> String { statusReport().summaryLine }
@@ -227,10 +239,11 @@ public final class Agent: @unchecked Sendable {
             var message = status == lastStatus ? "" : "STATUS=\(status)"
             lastStatus = status
             if watchdog != nil {
-                if isAlive() {
+                let dead = deadParts()
+                if dead.isEmpty {
                     message += (message.isEmpty ? "" : "\n") + "WATCHDOG=1"
                 } else {
-                    log.error("agent.watchdog_withheld", [("hint", "the pipeline is stuck; systemd will restart the agent")])
+                    log.error("agent.watchdog_withheld", [("dead", dead.joined(separator: "; ")), ("hint", "systemd will restart the agent")])
                 }
             }
             if !message.isEmpty { notifier.notify(message) }

@@ -9,21 +9,20 @@ extension Agent {
         do throws(ControlRequestError) {
             request = try ControlRequest(json: json)
         } catch {
-            return .single(.object([("ok", .bool(false)), ("error", .string(error.description))]))
+            return .single(ControlResponse.failure(error.description))
         }
         switch request {
-        case .status: return .single(.object([("ok", .bool(true)), ("status", statusJSON())]))
+        case .status: return .single(StatusReply(status: statusJSON()).json)
         case .pubkey:
-            return .single(.object([("ok", .bool(true)), ("public_key", .string(DeviceKeyStore.publicKeyBase64(deviceKey.publicKey))),
-                                    ("key_id", .string(DeviceKey.keyID(deviceKey.publicKey))), ("algorithm", .string("ed25519"))]))
-        case .version: return .single(.object([("ok", .bool(true)), ("version", .string(AgentVersion.current))]))
+            return .single(PubkeyReply(publicKey: DeviceKeyStore.publicKeyBase64(deviceKey.publicKey), keyID: DeviceKey.keyID(deviceKey.publicKey)).json)
+        case .version: return .single(VersionReply(version: AgentVersion.current).json)
         case let .inject(device): return .single(inject(deviceID: device))
         case let .queue(action): return .single(queueJSON(action))
         case .scan: return .single(scanJSON())
         case .capture:
             let raw = rawFeed
             return .stream { write in
-                guard write(.object([("ok", .bool(true)), ("capturing", .bool(true))])) else { return }
+                guard write(ControlStreamLine.capturing.json) else { return }
                 raw.follow(includeRecent: false, write)
             }
         case let .pair(seconds): return .single(pair(seconds: seconds))
@@ -32,21 +31,21 @@ extension Agent {
         case .answer:
             guard let phones = bleRadio?.phones else { return .single(Self.noPhoneLink) }
             phones.send(.answered)
-            return .single(.object([("ok", .bool(true)), ("dismissing", .number(Double(phones.status.snapshot.phonesConnected)))]))
+            return .single(AnswerReply(dismissing: phones.status.snapshot.phonesConnected).json)
         case let .events(follow):
             if follow {
                 let feed = self.feed
                 return .stream { write in
-                    guard write(.object([("ok", .bool(true)), ("following", .bool(true))])) else { return }
+                    guard write(ControlStreamLine.following.json) else { return }
                     feed.follow(write)
                 }
             }
-            return .single(.object([("ok", .bool(true)), ("events", .array(feed.recent))]))
+            return .single(EventsReply(events: feed.recent).json)
         }
     }
 
-    static let noPhoneLink: JSONValue = .object([("ok", .bool(false)), ("error", .string(
-        "the phone link is off: set ancs = true (and ancs_app) in [radio.ble], then reload (systemctl reload doorbell-agent)"))])
+    static let noPhoneLink = ControlResponse.failure(
+        "the phone link is off: set ancs = true (and ancs_app) in [radio.ble], then reload (systemctl reload doorbell-agent)")
 
     /// `agentctl pair`: phones may pair for `seconds` (Just Works: whoever connects in the window).
     func pair(seconds: Int) -> JSONValue {
@@ -54,22 +53,19 @@ extension Agent {
         let until = Clocks.wallMicros() + Int64(seconds) * 1_000_000
         phones.send(.pair(untilWallMicros: seconds == 0 ? 0 : until))
         log.notice("phone.pairing", [("seconds", String(seconds))])
-        return .object([("ok", .bool(true)), ("pairing_until", seconds == 0 ? .null : .string(RFC3339.format(micros: until)))])
+        return PairReply(pairingUntil: seconds == 0 ? nil : RFC3339.format(micros: until)).json
     }
 
     func phonesJSON() -> JSONValue {
         guard let phones = bleRadio?.phones else { return Self.noPhoneLink }
         let s = phones.status.snapshot
-        let list = phones.bonds.snapshot.map { b -> JSONValue in
-            .object([("id", .string(b.id)), ("name", .string(b.name)), ("bonded_at", .string(RFC3339.format(micros: b.bondedAtMicros))),
-                     ("last_seen", b.lastSeenMicros.map { .string(RFC3339.format(micros: $0)) } ?? .null),
-                     ("connected", .bool(s.connectedPhone == b.id)),
-                     ("reading_notifications", .bool(s.connectedPhone == b.id && s.readingNotifications))])
+        let list = phones.bonds.snapshot.map { b in
+            PhonesReply.Phone(id: b.id, name: b.name, bondedAt: RFC3339.format(micros: b.bondedAtMicros),
+                              lastSeen: b.lastSeenMicros.map { RFC3339.format(micros: $0) }, connected: s.connectedPhone == b.id,
+                              readingNotifications: s.connectedPhone == b.id && s.readingNotifications)
         }
-        return .object([("ok", .bool(true)), ("phones", .array(list)),
-                        ("pairing_until", s.pairingOpenUntil.map { .string(RFC3339.format(micros: $0)) } ?? .null),
-                        ("connected", .number(Double(s.phonesConnected))), ("notifications_read", .number(Double(s.notificationsRead))),
-                        ("last_error", s.lastError.map(JSONValue.string) ?? .null)])
+        return PhonesReply(phones: list, pairingUntil: s.pairingOpenUntil.map { RFC3339.format(micros: $0) }, connected: s.phonesConnected,
+                           notificationsRead: s.notificationsRead, lastError: s.lastError).json
     }
 
     func forget(phone: String) -> JSONValue {
@@ -77,12 +73,12 @@ extension Agent {
         do {
             guard let gone = try phones.forget(phone) else {
                 let ids = phones.bonds.snapshot.map(\.id)
-                return .object([("ok", .bool(false)), ("error", .string("no bonded phone \"\(phone)\"; bonded: \(ids.isEmpty ? "none" : ids.joined(separator: ", "))"))])
+                return ControlResponse.failure("no bonded phone \"\(phone)\"; bonded: \(ids.isEmpty ? "none" : ids.joined(separator: ", "))")
             }
             log.notice("phone.forgotten", [("phone", gone.id)])
-            return .object([("ok", .bool(true)), ("forgotten", .string(gone.id))])
+            return ForgetReply(forgotten: gone.id).json
         } catch {
-            return .object([("ok", .bool(false)), ("error", .string(error.description))])
+            return ControlResponse.failure(error.description)
         }
     }
 
@@ -95,13 +91,11 @@ extension Agent {
         var all: [(String, HeardTransmitter)] = pipeline.snapshot.heard.values.map { ("rtl433", $0) }
         all += ookPipeline.snapshot.rf.heard.values.map { ("ook", $0) }
         all += ble
-        let heard = all.sorted { $0.1.lastSeenWallMicros > $1.1.lastSeenWallMicros }.map { radio, h -> JSONValue in
-            .object([("radio", .string(radio)), ("identity", .string(h.identity)), ("model", .string(h.model)),
-                     ("frames", .number(Double(h.frames))), ("rssi_db", h.rssi.map(JSONValue.number) ?? .null),
-                     ("last_seen", .string(RFC3339.format(micros: h.lastSeenWallMicros))),
-                     ("device", h.deviceID.map(JSONValue.string) ?? .null), ("match", .string(h.match))])
+        let heard = all.sorted { $0.1.lastSeenWallMicros > $1.1.lastSeenWallMicros }.map { radio, h in
+            ScanReply.Transmitter(radio: radio, identity: h.identity, model: h.model, frames: h.frames, rssiDB: h.rssi,
+                                  lastSeen: RFC3339.format(micros: h.lastSeenWallMicros), device: h.deviceID, match: h.match)
         }
-        return .object([("ok", .bool(true)), ("transmitters", .array(heard))])
+        return ScanReply(transmitters: heard).json
     }
 
     /// `agentctl inject press`: a synthetic press of a configured device through the tracker,
@@ -109,7 +103,7 @@ extension Agent {
     func inject(deviceID: String) -> JSONValue {
         guard let device = config.devices.first(where: { $0.id == deviceID }) else {
             let known = config.devices.map(\.id).joined(separator: ", ")
-            return .object([("ok", .bool(false)), ("error", .string("no device \"\(deviceID)\" in the config; configured: \(known.isEmpty ? "none" : known)"))])
+            return ControlResponse.failure("no device \"\(deviceID)\" in the config; configured: \(known.isEmpty ? "none" : known)")
         }
         let time = ReceiveTime(monoMicros: Clocks.monotonicMicros(), wallMicros: Clocks.wallMicros(),
                                clockSynced: Clocks.isWallClockSynchronized(config.clock))
@@ -126,14 +120,14 @@ extension Agent {
             let why = swallowed == .samePress
                 ? "it was merged into the previous press of \(deviceID): it came within repeat_gap_ms (\(config.button.repeatGapMicros / 1000) ms) of it, so it counts as the same press still going; wait longer than that between presses"
                 : "the press was counted but not forwarded: it fell within the cooldown (\(config.button.cooldownMicros / 1000) ms) of the last press of \(deviceID); try again in a few seconds"
-            return .object([("ok", .bool(false)), ("error", .string(why))])
+            return ControlResponse.failure(why)
         }
-        var ids: [JSONValue] = []
-        for event in events { if let entry = accept(event) { ids.append(.string(entry.id)) } }
+        var ids: [String] = []
+        for event in events { if let entry = accept(event) { ids.append(entry.id) } }
         guard !ids.isEmpty else {
-            return .object([("ok", .bool(false)), ("error", .string("the outbox refused the event: \(counters.snapshot.outboxError ?? "unknown error")"))])
+            return ControlResponse.failure("the outbox refused the event: \(counters.snapshot.outboxError ?? "unknown error")")
         }
-        return .object([("ok", .bool(true)), ("event_ids", .array(ids))])
+        return InjectReply(eventIDs: ids).json
     }
 
     func queueJSON(_ action: ControlRequest.QueueAction) -> JSONValue {
@@ -141,26 +135,24 @@ extension Agent {
             switch action {
             case let .list(dead, limit):
                 let now = Clocks.wallMicros() / 1000
-                let entries = try (dead ? outbox.deadLetters(limit: limit) : outbox.pending(limit: limit)).map { e -> JSONValue in
-                    .object([("id", .string(e.id)), ("sequence", .number(Double(e.sequence))), ("type", .string(e.type)),
-                             ("age_s", .number(Double(max(0, now - e.createdAtMs) / 1000))), ("attempts", .number(Double(e.attempts))),
-                             ("dead", .bool(e.dead)), ("last_error", e.lastError.map(JSONValue.string) ?? .null)])
+                let entries = try (dead ? outbox.deadLetters(limit: limit) : outbox.pending(limit: limit)).map { e in
+                    QueueListReply.Entry(id: e.id, sequence: Int(e.sequence), type: e.type, ageSeconds: Int(max(0, now - e.createdAtMs) / 1000),
+                                         attempts: e.attempts, dead: e.dead, lastError: e.lastError)
                 }
                 let stats = try outbox.stats()
-                return .object([("ok", .bool(true)), ("depth", .number(Double(stats.depth))), ("dead", .number(Double(stats.dead))),
-                                ("events", .array(entries))])
+                return QueueListReply(depth: stats.depth, dead: stats.dead, events: entries).json
             case .retry:
                 let n = try outbox.retryDead()
                 log.notice("queue.retry", [("events", String(n))])
                 deliverer?.notify()
-                return .object([("ok", .bool(true)), ("requeued", .number(Double(n)))])
+                return QueueRetryReply(requeued: n).json
             case .purgeDead:
                 let n = try outbox.purgeDead()
                 log.warning("queue.purged_dead_letters", [("events", String(n))])
-                return .object([("ok", .bool(true)), ("purged", .number(Double(n)))])
+                return QueuePurgeReply(purged: n).json
             }
         } catch {
-            return .object([("ok", .bool(false)), ("error", .string(error.description))])
+            return ControlResponse.failure(error.description)
         }
     }
 }

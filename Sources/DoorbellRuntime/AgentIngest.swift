@@ -7,7 +7,7 @@ import Glibc
 extension Agent {
     /// One rtl_433 line from the radio thread.
     func ingest(line: String) {
-        if rawFeed.hasFollowers { rawFeed.publish(.object([("radio", .string("rtl433")), ("line", .string(line))])) }
+        if rawFeed.hasFollowers { rawFeed.publish(CaptureRecord.rtl433(line: line).json) }
         let time = ReceiveTime(monoMicros: Clocks.monotonicMicros(), wallMicros: Clocks.wallMicros(),
                                clockSynced: Clocks.isWallClockSynchronized(config.clock))
         let (events, malformed) = pipeline.withLock { p -> ([AgentEvent], String?) in
@@ -41,7 +41,7 @@ extension Agent {
             }
         }
         for p in captured {
-            rawFeed.publish(.object([("radio", .string("ook")), ("pulse", .array([.number(Double(p.highMicros)), .number(Double(p.lowMicros))]))]))
+            rawFeed.publish(CaptureRecord.ookPulse(p).json)
         }
         for var event in events {
             // The tracker ran on the edges' clock (a replay's is virtual); latency counts from now.

@@ -21,13 +21,13 @@ extension Agent {
                 log.error("phone.bonds_unreadable", [("error", error.description)])
             }
         }
-        let radio = BLERadio(settings: settings, log: log, phones: phones) { [unowned self] input in ingest(ble: input) }
+        let radio = BLERadio(settings: settings, log: log, phones: phones,
+                             heartbeat: loops.heartbeat("radio ble", periodMicros: RTL433Radio.wakeMicros)) { [unowned self] input in ingest(ble: input) }
         let raw = rawFeed
         radio.tap.withLock {
             $0 = { packet, received in
                 guard raw.hasFollowers else { return }
-                raw.publish(.object([("radio", .string("ble")), ("h4", .string(Hex.encode(packet))),
-                                     ("rx", .bool(received)), ("t", .number(Double(Clocks.wallMicros())))]))
+                raw.publish(CaptureRecord.ble(h4: packet, received: received, wallMicros: Clocks.wallMicros()).json)
             }
         }
         return radio
@@ -41,7 +41,8 @@ extension Agent {
 
     func makeOOKRadio(_ config: AgentConfig) -> OOKRadio? {
         guard let settings = config.ook else { return nil }
-        return OOKRadio(settings: settings, log: log, pidFile: config.paths.stateDir + "/rtl433-pulses.pid") { [unowned self] input in
+        return OOKRadio(settings: settings, log: log, pidFile: config.paths.stateDir + "/rtl433-pulses.pid",
+                        heartbeat: loops.heartbeat("radio ook", periodMicros: RTL433Radio.wakeMicros)) { [unowned self] input in
             ingest(ook: input)
         }
     }
@@ -50,7 +51,8 @@ extension Agent {
         guard let settings = config.mqtt else { return nil }
         return MQTTSink(settings: settings, discovery: HomeAssistantDiscovery.messages(config: config, settings: settings, agentVersion: AgentVersion.current),
                         topics: MQTTTopics(prefix: settings.topicPrefix, gatewayID: config.gatewayID), outbox: outbox,
-                        stateDir: config.paths.stateDir, log: log) { [unowned self] in diagnosticsJSON() }
+                        stateDir: config.paths.stateDir, log: log,
+                        heartbeat: loops.heartbeat("mqtt", periodMicros: MQTTSink.heartbeatPeriodMicros)) { [unowned self] in diagnosticsJSON() }
     }
 
     func makeDeliverer(_ config: AgentConfig) throws(AgentStartError) -> Deliverer? {
@@ -65,14 +67,16 @@ extension Agent {
             }
         }
         let signer = WebhookSigner(hmacSecret: secret, deviceKey: uplink.signEd25519 ? deviceKey : nil)
-        return Deliverer(settings: uplink, clock: config.clock, gatewayID: config.gatewayID, signer: signer, outbox: outbox, log: log) {
+        return Deliverer(settings: uplink, clock: config.clock, gatewayID: config.gatewayID, signer: signer, outbox: outbox, log: log,
+                         heartbeat: loops.heartbeat("uplink", periodMicros: Deliverer.heartbeatPeriod(uplink))) {
             [unowned self] parked in reportDeadLetters(parked)
         }
     }
 
     func makeRadio(_ config: AgentConfig) -> RTL433Radio? {
         guard let settings = config.rtl433 else { return nil }
-        return RTL433Radio(settings: settings, log: log, pidFile: config.paths.stateDir + "/rtl433.pid") { [unowned self] line in ingest(line: line) }
+        return RTL433Radio(settings: settings, log: log, pidFile: config.paths.stateDir + "/rtl433.pid",
+                           heartbeat: loops.heartbeat("radio rtl433", periodMicros: RTL433Radio.wakeMicros)) { [unowned self] line in ingest(line: line) }
     }
 
     /// SIGHUP: read the config again and switch to it as a whole, or keep the running one and say
@@ -119,24 +123,24 @@ extension Agent {
         if new.ble != old.ble {
             bleRadio?.stop()
             let b = makeBLERadio(new)
-            b?.start()
+            if let b { restarted(b.start) }
             bleParts.withLock { $0 = b }
         }
         if new.ook != old.ook {
             ookRadio?.stop()
             let o = makeOOKRadio(new)
-            o?.start()
+            if let o { restarted(o.start) }
             ookParts.withLock { $0 = o }
         }
         if new.rtl433 != old.rtl433 {
             radio?.stop()
             let r = makeRadio(new)
-            r?.start()
+            if let r { restarted(r.start) }
             parts.withLock { $0.radio = r }
         }
         if new.uplink != old.uplink || new.clock != old.clock {
             deliverer?.stop(graceMicros: 5_000_000)
-            newDeliverer?.start()
+            if let newDeliverer { restarted(newDeliverer.start) }
             parts.withLock { $0.deliverer = newDeliverer }
         }
         if Self.sinks(new) != Self.sinks(old) {
@@ -145,7 +149,7 @@ extension Agent {
         if new.mqtt != old.mqtt {
             mqttSink?.stop()
             let q = makeMQTTSink(new)
-            q?.start()
+            if let q { restarted(q.start) }
             mqttParts.withLock { $0 = q }
         } else if let settings = new.mqtt {
             // Discovery again on every reload: new devices appear, removed ones are cleared.
@@ -163,6 +167,12 @@ extension Agent {
         configProblem.withLock { $0 = nil }
         saveLastGoodConfig(loaded)
         log.notice("config.reloaded", [("file", path), ("devices", String(new.devices.count))])
+    }
+
+    /// A loop a reload could not start: its heartbeat says it ended, so the watchdog is withheld
+    /// and systemd restarts the agent (which then starts it, or stops with the reason).
+    func restarted(_ start: () throws(ThreadStartError) -> Void) {
+        do { try start() } catch { log.error("agent.loop_not_started", [("error", error.description)]) }
     }
 
     /// Keeps the config that just loaded for a start on which the file is damaged.

@@ -45,21 +45,33 @@ public final class BLERadio: @unchecked Sendable {
     /// The owner's phones (`[radio.ble] ancs`); nil without.
     public let phones: PhoneLink?
 
-    public init(settings: BLERadioSettings, log: Logger, phones: PhoneLink? = nil, sink: @escaping @Sendable (BLERadioInput) -> Void) {
+    /// Beats at every presence tick; a bring-up (HCI reset, a serial controller's answers) may
+    /// take several seconds.
+    public let heartbeat: Heartbeat
+
+    public init(settings: BLERadioSettings, log: Logger, phones: PhoneLink? = nil, heartbeat: Heartbeat? = nil,
+                sink: @escaping @Sendable (BLERadioInput) -> Void) {
+        self.heartbeat = heartbeat ?? .unmonitored("radio ble", periodMicros: RTL433Radio.wakeMicros)
         self.settings = settings
         self.log = log
         self.phones = phones
         self.sink = sink
     }
 
-    public func start() {
-        startThread(name: "radio-ble") { [self] in
-            if case let .replay(files) = settings.transport { replay(files) } else { supervise() }
+    public func start() throws(ThreadStartError) {
+        try startLoop(heartbeat, thread: "radio-ble") { [self] in
+            if case let .replay(files) = settings.transport {
+                replay(files)
+                heartbeat.stopped()
+            } else {
+                supervise()
+            }
             done.signal()
         }
     }
 
     public func stop(graceMicros: Int64 = 3_000_000) {
+        heartbeat.stopped()
         stopSignal.set()
         done.wait(timeoutMicros: graceMicros)
         status.withLock { $0.state = .stopped }
@@ -82,7 +94,7 @@ public final class BLERadio: @unchecked Sendable {
                 degraded.withLock { $0 = true }
                 if retry.isNews { log.error("radio.ble_failed", [("radio", "ble"), ("error", error.description)]) }
                 sink(.health(false))
-                if stopSignal.pause(micros: retry.afterMicros) { break }
+                if heartbeat.pause(stopSignal, micros: retry.afterMicros) { break }
             }
         }
     }
@@ -158,6 +170,7 @@ public final class BLERadio: @unchecked Sendable {
         if let phones { try perform(phones.begin(host: &host)) }
         var nextTick = Clocks.monotonicMicros() + Self.tickMicros
         while !isStopping {
+            heartbeat.beat()
             var now = Clocks.monotonicMicros()
             if now >= nextTick {
                 if up { sink(.tick) }
@@ -200,6 +213,7 @@ public final class BLERadio: @unchecked Sendable {
         var timeline = RecordingTimeline(start: Clocks.monotonicMicros())
         for file in files {
             if isStopping { return }
+            heartbeat.beat()
             guard let recording = Recording.load(file, kind: .ble, status: status, log: log, radio: "ble") else { continue }
             let base = timeline.place(recording)
             var last: Int64 = 0 // a capture's clock can step back; the trackers' must not

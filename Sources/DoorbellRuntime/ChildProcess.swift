@@ -1,3 +1,4 @@
+import CDescriptors
 import Glibc
 
 // A child with its stdout and stderr on pipes (rtl_433 today; chime programs later).
@@ -22,21 +23,25 @@ public final class ChildProcess: @unchecked Sendable {
 
     /// `environment` nil: the agent's own; otherwise exactly these `KEY=value` entries.
     public init(program: String, arguments: [String], environment: [String]? = nil) throws(SpawnError) {
-        var outPipe: [Int32] = [-1, -1]
-        var errPipe: [Int32] = [-1, -1]
-        guard pipe(&outPipe) == 0 else { throw SpawnError(program: program, code: errno) }
-        guard pipe(&errPipe) == 0 else {
+        guard let outPipe = makePipe() else { throw SpawnError(program: program, code: errno) }
+        guard let errPipe = makePipe() else {
             let e = errno
-            close(outPipe[0]); close(outPipe[1])
+            close(outPipe.read); close(outPipe.write)
             throw SpawnError(program: program, code: e)
         }
-        (outPipe + errPipe).forEach { setCloseOnExec($0) }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, outPipe[1], 1)
-        posix_spawn_file_actions_adddup2(&actions, errPipe[1], 2)
+        posix_spawn_file_actions_adddup2(&actions, outPipe.write, 1)
+        posix_spawn_file_actions_adddup2(&actions, errPipe.write, 2)
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        // Nothing else crosses: our own descriptors are close-on-exec from birth, and this also
+        // keeps out what libraries open without it (libcurl's and libmosquitto's sockets).
+        let closing = doorbell_spawn_close_from(&actions, 3)
+        guard closing == 0 else {
+            [outPipe.read, outPipe.write, errPipe.read, errPipe.write].forEach { close($0) }
+            throw SpawnError(program: program, code: closing)
+        }
 
         var attr = posix_spawnattr_t()
         posix_spawnattr_init(&attr)
@@ -65,15 +70,15 @@ public final class ChildProcess: @unchecked Sendable {
                 posix_spawnp(&child, program, &actions, &attr, buf.baseAddress!, environment == nil ? environ : env.baseAddress!)
             }
         }
-        close(outPipe[1])
-        close(errPipe[1])
+        close(outPipe.write)
+        close(errPipe.write)
         guard rc == 0 else {
-            close(outPipe[0]); close(errPipe[0])
+            close(outPipe.read); close(errPipe.read)
             throw SpawnError(program: program, code: rc)
         }
         pid = child
-        stdoutFD = outPipe[0]
-        stderrFD = errPipe[0]
+        stdoutFD = outPipe.read
+        stderrFD = errPipe.read
     }
 
     public func terminate() { signal(SIGTERM) }
@@ -119,12 +124,18 @@ public struct LineSplitter {
     }
 }
 
-/// Reads `fd` until EOF, calling `onLine` per line, then closes it. Blocks in read(2): no polling.
-public func readLines(fd: Int32, _ onLine: (String) -> Void) {
+/// Reads `fd` until EOF, calling `onLine` per line, then closes it. Blocks in the kernel: with
+/// `heartbeat`, in poll(2) for at most its period at a time, beating (a quiet radio is not stuck).
+public func readLines(fd: Int32, heartbeat: Heartbeat? = nil, _ onLine: (String) -> Void) {
     defer { close(fd) }
     var splitter = LineSplitter()
     var chunk = [UInt8](repeating: 0, count: 16 * 1024)
     while true {
+        if let heartbeat {
+            heartbeat.beat()
+            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            if retryingEINTR({ poll(&p, 1, Int32(clamping: heartbeat.periodMicros / 1000)) }) == 0 { continue }
+        }
         let n = chunk.withUnsafeMutableBytes { buf in retryingEINTR { read(fd, buf.baseAddress, buf.count) } }
         if n <= 0 { break }
         chunk.withUnsafeBytes { splitter.feed(UnsafeRawBufferPointer(rebasing: $0[0..<n]), onLine) }

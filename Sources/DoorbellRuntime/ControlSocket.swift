@@ -1,3 +1,4 @@
+import CDescriptors
 import CLinux
 import DoorbellCore
 import Glibc
@@ -62,15 +63,26 @@ public final class ControlServer: @unchecked Sendable {
     let log: Logger
     let handler: Handler
     let policy: PeerPolicy
+    /// How often the accept loop wakes (and beats) when nobody connects.
+    static let wakeMicros: Int64 = 5_000_000
+    public let heartbeat: Heartbeat
+    private let admission: Locked<ControlAdmission>
+    private let stopSignal = PollableStop()
     private var fd: Int32 = -1
     private let done = WakeSignal()
 
-    public init(path: String, log: Logger, policy: PeerPolicy = .forThisProcess(), handler: @escaping Handler) {
+    public init(path: String, log: Logger, policy: PeerPolicy = .forThisProcess(), admission: ControlAdmission = ControlAdmission(),
+                heartbeat: Heartbeat? = nil, handler: @escaping Handler) {
         self.path = path
         self.log = log
         self.policy = policy
+        self.admission = Locked(admission)
+        self.heartbeat = heartbeat ?? .unmonitored("control", periodMicros: Self.wakeMicros)
         self.handler = handler
     }
+
+    /// Requests being served and followers connected, for tests and status.
+    public var connections: ControlAdmission { admission.snapshot }
 
     public func start() throws(ControlError) {
         let dir = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
@@ -102,95 +114,149 @@ public final class ControlServer: @unchecked Sendable {
             throw ControlError(description: "cannot listen on control socket \(path): \(message)")
         }
         fd = s
-        startThread(name: "control") { [self] in
-            acceptLoop(s)
-            done.signal()
+        do {
+            try startLoop(heartbeat, thread: "control") { [self] in
+                acceptLoop(s)
+                done.signal()
+            }
+        } catch {
+            close(s)
+            fd = -1
+            unlink(path)
+            throw ControlError(description: error.description)
         }
     }
 
     public func stop() {
         guard fd >= 0 else { return }
-        shutdown(fd, Int32(SHUT_RDWR))
+        heartbeat.stopped()
+        stopSignal.set()
         done.wait(timeoutMicros: 1_000_000)
         close(fd)
         fd = -1
         unlink(path)
     }
 
+    /// Errors after which accept may work again: the process or system is short of descriptors
+    /// or memory for a moment, or one connection went away before it was taken.
+    static func isTransient(_ code: Int32) -> Bool {
+        [ECONNABORTED, EINTR, EAGAIN, EMFILE, ENFILE, ENOBUFS, ENOMEM, EPROTO, EPERM].contains(code)
+    }
+
+    /// Takes connections and hands each to a thread of its own; never serves one itself while
+    /// it can get a thread, so a slow client cannot hold `agentctl status` up.
     private func acceptLoop(_ listener: Int32) {
-        var outOfDescriptors = false
-        while true {
-            let client = retryingEINTR { accept(listener, nil, nil) }
+        var failing: Int32 = 0
+        while !stopSignal.isSet {
+            heartbeat.beat()
+            var fds = [pollfd(fd: listener, events: Int16(POLLIN), revents: 0),
+                       pollfd(fd: stopSignal.fd, events: Int16(POLLIN), revents: 0)]
+            _ = poll(&fds, 2, Int32(clamping: heartbeat.periodMicros / 1000))
+            if stopSignal.isSet { return }
+            guard fds[0].revents != 0 else { continue }
+            let client = doorbell_accept_cloexec(listener)
             if client < 0 {
-                let code = errno
-                if code == ECONNABORTED { continue }
-                if code == EMFILE || code == ENFILE {
+                let code = -client
+                if code == EAGAIN || code == ECONNABORTED || code == EINTR { continue }
+                if Self.isTransient(code) {
                     // The connection waits in the backlog; retrying at once would spin a core
                     // until a descriptor frees up. Say so once, then look again every 100 ms.
-                    if !outOfDescriptors { log.error("control.out_of_descriptors", [("error", errnoText(code)), ("hint", "too many open files: agentctl followers or a descriptor leak; see ls /proc/<pid>/fd")]) }
-                    outOfDescriptors = true
+                    if failing != code {
+                        if code == EMFILE || code == ENFILE {
+                            log.error("control.out_of_descriptors", [("error", errnoText(code)), ("hint", "too many open files: agentctl followers or a descriptor leak; see ls /proc/<pid>/fd")])
+                        } else {
+                            log.error("control.accept_failed", [("error", errnoText(code)), ("hint", "retrying every 100 ms")])
+                        }
+                    }
+                    failing = code
                     usleep(100_000)
                     continue
                 }
+                // The listener itself is broken: the heartbeat says so, the watchdog is withheld
+                // and systemd restarts the agent with a fresh socket.
+                let reason = "accept on \(path) failed: \(errnoText(code))"
+                log.error("control.stopped", [("error", reason), ("hint", "agentctl cannot reach the agent; systemd restarts it when its watchdog is withheld")])
+                heartbeat.ended(reason)
                 return
             }
-            outOfDescriptors = false
-            setCloseOnExec(client)
-            serve(client)
+            failing = 0
+            if let refusal = admission.withLock({ $0.admit(.request) }) {
+                log.warning("control.busy", [("error", refusal)])
+                reply(client, ControlResponse.failure(refusal), wait: false)
+                close(client)
+                continue
+            }
+            let started = startThread(name: "control-client") { [self] in
+                serve(client)
+            }
+            // No thread to give: answer this one here (status is how anyone finds out why).
+            if !started { serve(client, onAcceptThread: true) }
         }
     }
 
-    /// Serves one connection; closes it unless a stream took it over.
-    private func serve(_ client: Int32) {
-        // A client that connects and says nothing must not wedge the socket for everyone else.
+    /// Serves one connection and closes it; releases its slot.
+    private func serve(_ client: Int32, onAcceptThread: Bool = false) {
+        var slot: ControlAdmission.Slot? = .request
+        defer {
+            close(client)
+            if let slot { admission.withLock { $0.release(slot) } }
+        }
+        // A client that connects and says nothing is dropped after 2 s.
         var tv = timeval(tv_sec: 2, tv_usec: 0)
         setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
         setsockopt(client, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
         var cred = doorbell_peer()
         if doorbell_peer_credentials(client, &cred) != 0 || !policy.allows(uid: cred.uid, gid: cred.gid) {
             log.warning("control.refused", [("uid", String(cred.uid)), ("pid", String(cred.pid))])
-            reply(client, .object([("ok", .bool(false)), ("error", .string(
-                "permission denied for uid \(cred.uid): run agentctl as root or as a member of the doorbell-agent group (usermod -aG doorbell-agent USER)"))]))
-            close(client)
+            reply(client, ControlResponse.failure(
+                "permission denied for uid \(cred.uid): run agentctl as root or as a member of the doorbell-agent group (usermod -aG doorbell-agent USER)"))
             return
         }
         var request: [UInt8] = []
-        var byte: UInt8 = 0
-        while request.count < 64 * 1024 {
-            let n = retryingEINTR { read(client, &byte, 1) }
-            if n <= 0 || byte == 0x0A { break }
-            request.append(byte)
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        reading: while request.count < 64 * 1024 {
+            let n = chunk.withUnsafeMutableBytes { buf in retryingEINTR { read(client, buf.baseAddress, buf.count) } }
+            if n <= 0 { break }
+            for b in chunk[0..<n] {
+                if b == 0x0A { break reading }
+                request.append(b)
+            }
         }
         let response: ControlReply
         do {
             response = handler(try JSONReader.parse(bytes: request))
         } catch {
-            response = .single(.object([("ok", .bool(false)), ("error", .string("bad request: \(error.description); send one JSON object per line, e.g. {\"command\":\"status\"}"))]))
+            response = .single(ControlResponse.failure("bad request: \(error.description); send one JSON object per line, e.g. {\"command\":\"status\"}"))
         }
         switch response {
         case let .single(value):
             reply(client, value)
-            close(client)
         case let .stream(body):
-            // No send timeout for a follower that reads slowly; its own thread, so status keeps working.
-            var none = timeval(tv_sec: 0, tv_usec: 0)
-            setsockopt(client, SOL_SOCKET, SO_SNDTIMEO, &none, socklen_t(MemoryLayout<timeval>.size))
-            let started = startThread(name: "control-stream") { [self] in
-                body { value in reply(client, value) }
-                close(client)
+            if onAcceptThread {
+                reply(client, ControlResponse.failure("the agent cannot start a thread for this stream right now (out of memory or at its task limit); try again"))
+                return
             }
-            if !started {
-                reply(client, .object([("ok", .bool(false)), ("error", .string("the agent cannot start a thread for this stream right now (out of memory or at its task limit); try again"))]))
-                close(client)
+            if let refusal = admission.withLock({ $0.promote() }) {
+                slot = nil // promote() released the request slot and took none
+                log.warning("control.followers_full", [("error", refusal)])
+                reply(client, ControlResponse.failure(refusal))
+                return
             }
+            slot = .follower
+            // A follower that stops reading is dropped once its socket buffer has been full for
+            // 30 s: its thread and descriptor come back (agentctl reads as fast as it prints).
+            var patient = timeval(tv_sec: 30, tv_usec: 0)
+            setsockopt(client, SOL_SOCKET, SO_SNDTIMEO, &patient, socklen_t(MemoryLayout<timeval>.size))
+            body { value in reply(client, value) }
         }
     }
 
     @discardableResult
-    private func reply(_ client: Int32, _ value: JSONValue) -> Bool {
+    private func reply(_ client: Int32, _ value: JSONValue, wait: Bool = true) -> Bool {
         var out = JSONWriter.encode(value)
         out.append(0x0A)
-        let sent = out.withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        let flags = Int32(MSG_NOSIGNAL) | (wait ? 0 : Int32(MSG_DONTWAIT))
+        let sent = out.withUnsafeBytes { send(client, $0.baseAddress, $0.count, flags) }
         return sent == out.count
     }
 }

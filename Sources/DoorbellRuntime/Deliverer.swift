@@ -58,11 +58,22 @@ public final class Deliverer: @unchecked Sendable {
     public var busySinceMicros: Int64? { busySince.snapshot }
     /// Every decision (window, backoff, Retry-After, 410, clock hold, parking) is the machine's.
     private var machine: UplinkMachine
+    /// An idle uplink still wakes this often (one indexed read) so its heartbeat shows it alive.
+    static let idleWakeMicros: Int64 = 30_000_000
+    public let heartbeat: Heartbeat
     /// Told of events parked as dead letters (stored already), to report them.
     private let onParked: @Sendable ([ParkedEvent]) -> Void
 
+    /// The longest a healthy uplink goes without a beat: an idle wait, or a window of requests
+    /// each up to its connect and request timeouts (one after the other over HTTP/1.1).
+    public static func heartbeatPeriod(_ settings: UplinkSettings) -> Int64 {
+        idleWakeMicros + Int64(max(1, settings.maxInFlight)) * Int64(settings.connectTimeoutMs + settings.requestTimeoutMs) * 1000
+    }
+
     public init(settings: UplinkSettings, clock: ClockSettings = ClockSettings(requireSync: false), gatewayID: String,
-                signer: WebhookSigner, outbox: Outbox, log: Logger, onParked: @escaping @Sendable ([ParkedEvent]) -> Void = { _ in }) {
+                signer: WebhookSigner, outbox: Outbox, log: Logger, heartbeat: Heartbeat? = nil,
+                onParked: @escaping @Sendable ([ParkedEvent]) -> Void = { _ in }) {
+        self.heartbeat = heartbeat ?? .unmonitored("uplink", periodMicros: Self.heartbeatPeriod(settings))
         self.onParked = onParked
         self.settings = settings
         self.clock = clock
@@ -76,8 +87,8 @@ public final class Deliverer: @unchecked Sendable {
             requireClockSync: clock.requireSync, parkAfterFailures: settings.parkAfterFailures))
     }
 
-    public func start() {
-        startThread(name: "uplink") { [self] in
+    public func start() throws(ThreadStartError) {
+        try startLoop(heartbeat, thread: "uplink") { [self] in
             do throws(OutboxError) { try outbox.clearBackoffs() } catch { log.error("outbox.write_failed", [("error", error.description)]) }
             loop()
             client = nil
@@ -92,6 +103,7 @@ public final class Deliverer: @unchecked Sendable {
     /// outbox and are delivered after the restart (the receiver deduplicates).
     public func stop(graceMicros: Int64) {
         stopping.withLock { $0 = true }
+        heartbeat.stopped()
         wake.signal()
         if !done.wait(timeoutMicros: graceMicros) {
             log.warning("uplink.stop_abandoned_request", [("grace_ms", String(graceMicros / 1000))])
@@ -103,6 +115,7 @@ public final class Deliverer: @unchecked Sendable {
     private func loop() {
         var rng = SystemRandomNumberGenerator()
         while !isStopping {
+            heartbeat.beat()
             let pending: [OutboxEntry]
             do {
                 // The oldest due events, and the newest presses wherever they are in the backlog.
@@ -113,7 +126,7 @@ public final class Deliverer: @unchecked Sendable {
                 pending = (due + (try outbox.newestPresses(limit: 8)).filter { !known.contains($0.id) }).sorted { $0.sequence < $1.sequence }
             } catch {
                 log.error("outbox.read_failed", [("error", error.description)])
-                wake.wait(timeoutMicros: 5_000_000)
+                heartbeat.wait(wake, timeoutMicros: 5_000_000)
                 continue
             }
             let now = Clocks.monotonicMicros()
@@ -125,9 +138,9 @@ public final class Deliverer: @unchecked Sendable {
             }
             switch action {
             case .waitForWork:
-                wake.wait(timeoutMicros: nil)
+                heartbeat.wait(wake, timeoutMicros: Self.idleWakeMicros)
             case let .sleep(until):
-                wake.wait(timeoutMicros: until - now)
+                heartbeat.wait(wake, timeoutMicros: until - now)
             case let .holdForClock(started):
                 if started {
                     status.withLock { $0.heldForClock = true }
@@ -144,7 +157,7 @@ public final class Deliverer: @unchecked Sendable {
                 settle(deliver(window), rng: &rng)
             case .endpointGone:
                 // Keep everything, say so, and wait for a new uplink (reload makes a new one) or a stop.
-                while !isStopping { wake.wait(timeoutMicros: nil) }
+                while !isStopping { heartbeat.wait(wake, timeoutMicros: Self.idleWakeMicros) }
             }
         }
     }

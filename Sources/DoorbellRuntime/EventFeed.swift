@@ -54,8 +54,8 @@ public final class EventFeed: @unchecked Sendable {
                 return (q.items, q.dropped, q.closed)
             }
             if closed { return }
-            if dropped > 0, !write(.object([("dropped", .number(Double(dropped)))])) { return }
-            if items.isEmpty, !write(.object([("heartbeat", .bool(true))])) { return }
+            if dropped > 0, !write(ControlStreamLine.dropped(dropped).json) { return }
+            if items.isEmpty, !write(ControlStreamLine.heartbeat.json) { return }
             for e in items where !write(e) { return }
         }
     }

@@ -60,7 +60,7 @@ public final class HCITransport: @unchecked Sendable {
                 let e = errno
                 if e == EACCES { throw HCIError(.notPermitted, "\(path): permission denied; add the service user to group dialout") }
                 // Under systemd's DevicePolicy=closed the device cgroup refuses what DeviceAllow= does not list.
-                if e == EPERM { throw HCIError(.notPermitted, "\(path): the service's device policy refuses it; the unit needs DeviceAllow=char-ttyS/char-ttyACM/char-ttyAMA rw (shipped since issue #15)") }
+                if e == EPERM { throw HCIError(.notPermitted, "\(path): the service's device policy refuses it; the unit needs \(HCITransportKind.serialDeviceGroups.map { "DeviceAllow=char-\($0) rw" }.joined(separator: ", ")) (the shipped unit has them; ttyUSB since issue #27)") }
                 throw HCIError(e == ENOENT || e == ENODEV || e == ENXIO ? .noSuchDevice : .io, "\(path): \(errnoText(e)) (is the HCI dongle plugged in?)")
             }
             let rc = doorbell_serial_configure(fd, Int32(baud), flow ? 1 : 0)

@@ -34,8 +34,14 @@ public final class MQTTSink: @unchecked Sendable {
     private var session: MQTTSession
     private var loggedHomeAssistant = MQTTSession.HomeAssistant.notWaitedFor
 
+    /// libmosquitto's connect blocks (DNS, then TCP: the kernel gives up on an unanswered SYN
+    /// after about 127 s); everything else returns within 100 ms.
+    public static let heartbeatPeriodMicros: Int64 = 150_000_000
+    public let heartbeat: Heartbeat
+
     public init(settings: MQTTSettings, discovery: [MQTTMessage], topics: MQTTTopics, outbox: Outbox, stateDir: String, log: Logger,
-                diagnostics: @escaping @Sendable () -> JSONValue) {
+                heartbeat: Heartbeat? = nil, diagnostics: @escaping @Sendable () -> JSONValue) {
+        self.heartbeat = heartbeat ?? .unmonitored("mqtt", periodMicros: Self.heartbeatPeriodMicros)
         self.settings = settings
         self.outbox = outbox
         self.log = log
@@ -51,9 +57,12 @@ public final class MQTTSink: @unchecked Sendable {
         status = Locked(MQTTSinkStatus(broker: broker))
     }
 
-    public func start() {
-        startThread(name: "mqtt") { [self] in
+    public func start() throws(ThreadStartError) {
+        try startLoop(heartbeat, thread: "mqtt") { [self] in
             run()
+            // It ends on stop, or at once on a client it cannot configure (the status says why;
+            // a restart would not mend the config).
+            heartbeat.stopped()
             done.signal()
         }
     }
@@ -70,6 +79,7 @@ public final class MQTTSink: @unchecked Sendable {
     /// Says `offline` and disconnects cleanly within `graceMicros`; unacknowledged events stay in
     /// the outbox and go out after the restart.
     public func stop(graceMicros: Int64 = 3_000_000) {
+        heartbeat.stopped()
         stopSignal.set()
         if !done.wait(timeoutMicros: graceMicros) { log.warning("mqtt.stop_timeout", [("grace_ms", String(graceMicros / 1000))]) }
     }
@@ -100,6 +110,7 @@ public final class MQTTSink: @unchecked Sendable {
         }
         var rng = SystemRandomNumberGenerator()
         while !stopSignal.isSet {
+            heartbeat.beat()
             if wake.withLock({ w -> Bool in defer { w = false }; return w }) { session.outboxChanged() }
             if discoveryDue.withLock({ d -> Bool in defer { d = false }; return d }) { session.discoveryChanged() }
             let stopped = perform(session.next(at: now, random: &rng), m, rng: &rng)
@@ -126,7 +137,7 @@ public final class MQTTSink: @unchecked Sendable {
                 session.connectFailed(Self.describe(rc, host: settings.host, port: settings.port), at: now, random: &rng)
             }
         case let .sleep(until):
-            return stopSignal.pause(micros: until - Clocks.monotonicMicros())
+            return heartbeat.pause(stopSignal, micros: until - Clocks.monotonicMicros())
         case .disconnect:
             mosquitto_disconnect(m)
         case .service:

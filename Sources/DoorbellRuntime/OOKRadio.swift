@@ -29,12 +29,17 @@ public final class OOKRadio: @unchecked Sendable {
     /// How long the line must be quiet before the last pulse of a burst is complete.
     static let idleMicros: Int64 = 50_000
 
-    public init(settings: OOKRadioSettings, log: Logger, pidFile: String?, sink: @escaping @Sendable (OOKRadioInput) -> Void) {
+    public let heartbeat: Heartbeat
+
+    public init(settings: OOKRadioSettings, log: Logger, pidFile: String?, heartbeat: Heartbeat? = nil,
+                sink: @escaping @Sendable (OOKRadioInput) -> Void) {
         self.settings = settings
         self.log = log
         self.sink = sink
+        let heartbeat = heartbeat ?? .unmonitored("radio ook", periodMicros: RTL433Radio.wakeMicros)
+        self.heartbeat = heartbeat
         if settings.source == .rtl433 {
-            sdr = RTL433Radio(settings: settings.rtl433, log: log, pidFile: pidFile, name: "ook") { [textReader, log] line in
+            sdr = RTL433Radio(settings: settings.rtl433, log: log, pidFile: pidFile, name: "ook", heartbeat: heartbeat) { [textReader, log] line in
                 let (parsed, rssi) = textReader.withLock { r in (r.read(line: line), r.packageRSSI) }
                 switch parsed {
                 case let .pulse(p): sink(.pulse(p, rssi: rssi))
@@ -50,17 +55,18 @@ public final class OOKRadio: @unchecked Sendable {
         return status.snapshot
     }
 
-    public func start() {
-        if let sdr { sdr.start(); return }
+    public func start() throws(ThreadStartError) {
+        if let sdr { try sdr.start(); return }
         switch settings.source {
-        case .gpio: startThread(name: "radio-gpio") { [self] in runGPIO(); done.signal() }
-        case .replay: startThread(name: "radio-replay") { [self] in runReplay(); done.signal() }
+        case .gpio: try startLoop(heartbeat, thread: "radio-gpio") { [self] in runGPIO(); heartbeat.stopped(); done.signal() }
+        case .replay: try startLoop(heartbeat, thread: "radio-replay") { [self] in runReplay(); heartbeat.stopped(); done.signal() }
         case .rtl433: break
         }
     }
 
     public func stop(graceMicros: Int64 = 2_000_000) {
         if let sdr { sdr.stop(graceMicros: graceMicros); return }
+        heartbeat.stopped()
         stopSignal.set()
         done.wait(timeoutMicros: graceMicros)
         status.withLock { $0.state = .stopped }
@@ -85,7 +91,7 @@ public final class OOKRadio: @unchecked Sendable {
                 let retry = supervisor.failed(error.description, absent: true, at: Clocks.monotonicMicros(), random: &rng)
                 status.withLock { $0.show(supervisor) }
                 if retry.isNews { log.error("radio.gpio_unavailable", [("radio", "ook"), ("line", ref.description), ("error", error.description)]) }
-                if stopSignal.pause(micros: retry.afterMicros) { break }
+                if heartbeat.pause(stopSignal, micros: retry.afterMicros) { break }
                 continue
             }
             supervisor.running(at: Clocks.monotonicMicros())
@@ -95,13 +101,15 @@ public final class OOKRadio: @unchecked Sendable {
             var quietPending = false
             var lastEdge: Int64 = 0
             while !isStopping {
+                heartbeat.beat()
                 var fds = [pollfd(fd: reader.fd, events: Int16(POLLIN), revents: 0),
                            pollfd(fd: stopSignal.fd, events: Int16(POLLIN), revents: 0)]
-                // Block without a timeout while nothing is pending: an idle radio costs no CPU.
-                let timeout: Int32 = quietPending ? Int32(Self.idleMicros / 1000) + 1 : -1
+                // While nothing is pending an idle radio wakes only to beat.
+                let timeout: Int32 = quietPending ? Int32(Self.idleMicros / 1000) + 1 : Int32(heartbeat.periodMicros / 1000)
                 let n = poll(&fds, 2, timeout)
                 if n < 0 && errno == EINTR { continue }
                 if isStopping { break }
+                if n == 0 && !quietPending { continue }
                 if n == 0 {
                     sink(.idle(micros: max(Clocks.monotonicMicros(), lastEdge + Self.idleMicros)))
                     quietPending = false
@@ -118,7 +126,7 @@ public final class OOKRadio: @unchecked Sendable {
                     let retry = supervisor.failed(error.description, absent: false, at: Clocks.monotonicMicros(), random: &rng)
                     status.withLock { $0.show(supervisor) }
                     log.error("radio.gpio_failed", [("radio", "ook"), ("error", error.description)])
-                    if stopSignal.pause(micros: retry.afterMicros) { return }
+                    if heartbeat.pause(stopSignal, micros: retry.afterMicros) { return }
                     break
                 }
             }
@@ -132,6 +140,7 @@ public final class OOKRadio: @unchecked Sendable {
         var timeline = RecordingTimeline(start: Clocks.monotonicMicros())
         for file in settings.replay {
             if isStopping { return }
+            heartbeat.beat()
             guard let recording = Recording.load(file, kind: .ook, status: status, log: log, radio: "ook") else { continue }
             let base = timeline.place(recording)
             var edges = 0

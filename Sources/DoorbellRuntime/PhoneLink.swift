@@ -164,14 +164,9 @@ final class PollableWake: @unchecked Sendable {
     private let writeFD: Int32
 
     init() {
-        var fds: [Int32] = [-1, -1]
-        _ = pipe(&fds)
-        for f in fds where f >= 0 {
-            setCloseOnExec(f)
-            _ = fcntl(f, F_SETFL, fcntl(f, F_GETFL) | O_NONBLOCK)
-        }
-        fd = fds[0]
-        writeFD = fds[1]
+        let fds = makePipe(nonblocking: true)
+        fd = fds?.read ?? -1
+        writeFD = fds?.write ?? -1
     }
 
     deinit {

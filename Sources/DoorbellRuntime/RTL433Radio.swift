@@ -39,21 +39,27 @@ public final class RTL433Radio: @unchecked Sendable {
     let pidFile: String?
 
     let name: String
+    /// A quiet air sends no line: the radio's thread wakes this often anyway, to beat.
+    public static let wakeMicros: Int64 = 10_000_000
+    public let heartbeat: Heartbeat
 
     public init(settings: RTL433Settings, log: Logger, pidFile: String? = nil, name: String = "rtl433",
-                onLine: @escaping @Sendable (String) -> Void) {
+                heartbeat: Heartbeat? = nil, onLine: @escaping @Sendable (String) -> Void) {
         self.settings = settings
         self.name = name
+        self.heartbeat = heartbeat ?? .unmonitored("radio " + name, periodMicros: Self.wakeMicros)
         self.pidFile = pidFile
         self.log = log
         self.onLine = onLine
         self.status = Locked(RadioStatus(name: name))
     }
 
-    public func start() {
+    public func start() throws(ThreadStartError) {
         stopOrphan()
-        startThread(name: "radio-" + name) { [self] in
+        try startLoop(heartbeat, thread: "radio-" + name) { [self] in
             supervise()
+            // A replay that finished is done, not dead.
+            heartbeat.stopped()
             done.signal()
         }
     }
@@ -61,6 +67,7 @@ public final class RTL433Radio: @unchecked Sendable {
     /// Stops the child (SIGTERM, then SIGKILL after `graceMicros`) and the supervisor.
     public func stop(graceMicros: Int64 = 2_000_000) {
         stopping.withLock { $0 = true }
+        heartbeat.stopped()
         wake.signal()
         let current = child.snapshot
         current?.terminate()
@@ -115,7 +122,7 @@ public final class RTL433Radio: @unchecked Sendable {
                 let retry = supervisor.failed(error.description, absent: error.code == ENOENT, at: Clocks.monotonicMicros(), random: &rng)
                 status.withLock { $0.show(supervisor) }
                 if retry.isNews { log.error("radio.start_failed", [("radio", name), ("error", error.description)]) }
-                wake.wait(timeoutMicros: retry.afterMicros)
+                heartbeat.wait(wake, timeoutMicros: retry.afterMicros)
                 continue
             }
             child.withLock { $0 = process }
@@ -133,7 +140,7 @@ public final class RTL433Radio: @unchecked Sendable {
                 }
                 stderrDone.signal()
             }
-            readLines(fd: process.stdoutFD) { line in
+            readLines(fd: process.stdoutFD, heartbeat: heartbeat) { line in
                 status.withLock { $0.lines += 1 }
                 onLine(line)
             }
@@ -153,7 +160,7 @@ public final class RTL433Radio: @unchecked Sendable {
             status.withLock { $0.show(supervisor) }
             // Every exit is told (the restart count alone would hide a crash loop's reason).
             log.warning("radio.exited", [("radio", name), ("error", message), ("attempt", String(supervisor.attempt))])
-            wake.wait(timeoutMicros: retry.afterMicros)
+            heartbeat.wait(wake, timeoutMicros: retry.afterMicros)
         }
     }
 }

@@ -1,3 +1,4 @@
+import CDescriptors
 import CLinux
 import Synchronization
 import DoorbellCore
@@ -177,12 +178,14 @@ public final class Locked<Value: Sendable>: Sendable {
     public var snapshot: Value { withLock { $0 } }
 }
 
-/// Sets FD_CLOEXEC: Glibc's module doesn't export pipe2/accept4, and a descriptor leaking into
-/// rtl_433 would keep our sockets open after we close them.
-@discardableResult
-public func setCloseOnExec(_ fd: Int32) -> Bool {
-    let flags = fcntl(fd, F_GETFD)
-    return flags >= 0 && fcntl(fd, F_SETFD, flags | FD_CLOEXEC) == 0
+/// A pipe that is close-on-exec from birth (pipe2): setting FD_CLOEXEC afterwards races with an
+/// action spawned meanwhile, which would inherit the pipe (and could keep rtl_433's stdout open, or
+/// block on a pipe nobody reads). nil with errno set when the process has no descriptor to give.
+public func makePipe(nonblocking: Bool = false) -> (read: Int32, write: Int32)? {
+    var fds: [Int32] = [-1, -1]
+    let rc = doorbell_pipe_cloexec(&fds, nonblocking ? 1 : 0)
+    guard rc == 0 else { errno = -rc; return nil }
+    return (fds[0], fds[1])
 }
 
 /// Writes a small file in one go (pid files); not durable, not atomic, on purpose.
@@ -202,11 +205,9 @@ public final class PollableStop: @unchecked Sendable {
     private let flag = Locked(false)
 
     public init() {
-        var fds: [Int32] = [-1, -1]
-        _ = pipe(&fds)
-        for f in fds where f >= 0 { setCloseOnExec(f) }
-        fd = fds[0]
-        writeFD = fds[1]
+        let fds = makePipe()
+        fd = fds?.read ?? -1
+        writeFD = fds?.write ?? -1
     }
 
     // Closed only when the last user is gone: never under a thread still polling it.

@@ -15,9 +15,8 @@ public final class SystemdNotifier: @unchecked Sendable {
         var bytes = Array(socketPath.utf8)
         guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { return nil }
         if bytes.first == UInt8(ascii: "@") { bytes[0] = 0 }
-        fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
+        fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return nil }
-        setCloseOnExec(fd)
         address.sun_family = sa_family_t(AF_UNIX)
         withUnsafeMutableBytes(of: &address.sun_path) { raw in
             for (i, b) in bytes.enumerated() { raw[i] = b }

@@ -22,7 +22,9 @@ struct SocketOptions: ParsableArguments {
     var json = false
 }
 
-func ask(_ options: SocketOptions, _ request: ControlRequest) throws -> JSONValue {
+/// Sends `request` and reads the answer as `Reply`; a refusal or an answer of another shape is
+/// said on stderr (exit 1), an unreachable agent too (exit 69).
+func ask<Reply: ControlReplyBody>(_ options: SocketOptions, _ request: ControlRequest, _: Reply.Type) throws -> Reply {
     let response: JSONValue
     do {
         response = try ControlClient.request(path: options.socket, request.json)
@@ -30,12 +32,20 @@ func ask(_ options: SocketOptions, _ request: ControlRequest) throws -> JSONValu
         FileHandleErr.write("agentctl: \(error.description)")
         throw ExitCode(69) // EX_UNAVAILABLE
     }
-    guard response["ok"]?.boolValue == true else {
-        FileHandleErr.write("agentctl: \(response["error"]?.stringValue ?? "the agent refused the request")")
+    let decoded: ControlResponse.Decoded<Reply>
+    do { decoded = try ControlResponse.decode(response, as: Reply.self) } catch {
+        FileHandleErr.write("agentctl: \(error.description)")
         throw ExitCode(1)
     }
-    return response
+    switch decoded {
+    case let .ok(reply): return reply
+    case let .refused(message):
+        FileHandleErr.write("agentctl: \(message)")
+        throw ExitCode(1)
+    }
 }
+
+func printLines(_ lines: [String]) { for line in lines { print(line) } }
 
 enum FileHandleErr {
     static func write(_ message: String) {
@@ -52,17 +62,18 @@ extension AgentctlCommand {
         @OptionGroup var options: SocketOptions
 
         func run() throws {
-            let status = try ask(options, .status)["status"] ?? .null
+            let reply = try ask(options, .status, StatusReply.self)
+            let report = reply.report
             if options.json {
-                print(JSONWriter.string(status))
+                print(JSONWriter.string(reply.status))
             } else {
-                guard let report = AgentStatusReport(json: status) else {
+                guard let report else {
                     FileHandleErr.write("agentctl: the agent's answer is not a status report (is agentctl from another version than the agent? `agentctl version` tells); `agentctl status --json` shows it raw")
                     throw ExitCode(1)
                 }
                 print(StatusTable.render(report))
             }
-            if status["health"]?.stringValue != "ok" { throw ExitCode(1) }
+            if report?.health != "ok" { throw ExitCode(1) }
         }
     }
 
@@ -71,13 +82,11 @@ extension AgentctlCommand {
         @OptionGroup var options: SocketOptions
 
         func run() throws {
-            let r = try ask(options, .pubkey)
+            let r = try ask(options, .pubkey, PubkeyReply.self)
             if options.json {
-                print(JSONWriter.string(.object([("algorithm", r["algorithm"] ?? .null), ("key_id", r["key_id"] ?? .null),
-                                                 ("public_key", r["public_key"] ?? .null)])))
+                print(JSONWriter.string(.object([("algorithm", .string(r.algorithm)), ("key_id", .string(r.keyID)), ("public_key", .string(r.publicKey))])))
             } else {
-                print("ed25519:\(r["public_key"]?.stringValue ?? "")")
-                print("key id: \(r["key_id"]?.stringValue ?? "")")
+                printLines(ControlReplyText.pubkey(r))
             }
         }
     }
@@ -91,14 +100,16 @@ extension AgentctlCommand {
             if follow {
                 do {
                     try ControlClient.stream(path: options.socket, ControlRequest.events(follow: true).json) { value in
-                        if value["ok"] != nil || value["heartbeat"] != nil { return true }
-                        if let dropped = value["dropped"]?.intValue {
-                            FileHandleErr.write("agentctl: \(dropped) events skipped (this terminal was too slow)")
+                        switch ControlStreamLine(json: value, capturing: false) {
+                        case .started, .heartbeat, .capture: return true
+                        case let .dropped(n):
+                            FileHandleErr.write("agentctl: \(n) events skipped (this terminal was too slow)")
+                            return true
+                        case let .event(body):
+                            print(options.json ? JSONWriter.string(body) : ControlReplyText.event(body))
+                            fflush(nil)
                             return true
                         }
-                        print(options.json ? JSONWriter.string(value) : EventLine.render(value))
-                        fflush(nil)
-                        return true
                     }
                 } catch {
                     FileHandleErr.write("agentctl: \(error.description)")
@@ -106,8 +117,7 @@ extension AgentctlCommand {
                 }
                 return
             }
-            guard case let .array(events)? = try ask(options, .events(follow: false))["events"] else { return }
-            for e in events { print(options.json ? JSONWriter.string(e) : EventLine.render(e)) }
+            for e in try ask(options, .events(follow: false), EventsReply.self).events { print(options.json ? JSONWriter.string(e) : ControlReplyText.event(e)) }
         }
     }
 
@@ -123,14 +133,9 @@ extension AgentctlCommand {
             @Option(help: "At most this many.") var limit = 50
 
             func run() throws {
-                let r = try ask(options, .queue(.list(dead: dead, limit: limit)))
-                if options.json { print(JSONWriter.string(r)); return }
-                print("\(r["depth"]?.intValue ?? 0) event(s) waiting, \(r["dead"]?.intValue ?? 0) dead letter(s)")
-                guard case let .array(events)? = r["events"] else { return }
-                for e in events {
-                    let error = e["last_error"]?.stringValue.map { "  last error: \($0)" } ?? ""
-                    print("#\(e["sequence"]?.intValue ?? 0) \(e["type"]?.stringValue ?? "") \(e["id"]?.stringValue ?? "") age \(e["age_s"]?.intValue ?? 0) s, \(e["attempts"]?.intValue ?? 0) attempt(s)\(error)")
-                }
+                let r = try ask(options, .queue(.list(dead: dead, limit: limit)), QueueListReply.self)
+                if options.json { print(JSONWriter.string(r.json)); return }
+                printLines(ControlReplyText.queue(r))
             }
         }
 
@@ -140,17 +145,17 @@ extension AgentctlCommand {
             @Option(help: "Show delivery progress for up to this many seconds (0: don't wait).") var waitSeconds = 60
 
             func run() throws {
-                let r = try ask(options, .queue(.retry))
-                let requeued = Int(r["requeued"]?.intValue ?? 0)
-                if options.json { print(JSONWriter.string(r)); return }
-                print("requeued \(requeued) event(s)")
-                guard requeued > 0, waitSeconds > 0 else { return }
+                let r = try ask(options, .queue(.retry), QueueRetryReply.self)
+                if options.json { print(JSONWriter.string(r.json)); return }
+                print(ControlReplyText.requeued(r))
+                guard r.requeued > 0, waitSeconds > 0 else { return }
                 // Progress: the queue draining, on one line, until empty, stuck or out of time.
-                let start = Int(try ask(options, .queue(.list(dead: false, limit: 0)))["depth"]?.intValue ?? 0)
+                let counts = ControlRequest.queue(.list(dead: false, limit: 0))
+                let start = try ask(options, counts, QueueListReply.self).depth
                 for _ in 0..<(waitSeconds * 4) {
-                    let q = try ask(options, .queue(.list(dead: false, limit: 0)))
-                    let depth = Int(q["depth"]?.intValue ?? 0)
-                    print("\rdelivering: \(max(0, start - depth))/\(start) done, \(q["dead"]?.intValue ?? 0) dead", terminator: "")
+                    let q = try ask(options, counts, QueueListReply.self)
+                    let depth = q.depth
+                    print("\rdelivering: \(max(0, start - depth))/\(start) done, \(q.dead) dead", terminator: "")
                     fflush(nil)
                     if depth == 0 { break }
                     usleep(250_000)
@@ -169,8 +174,8 @@ extension AgentctlCommand {
             }
 
             func run() throws {
-                let r = try ask(options, .queue(.purgeDead))
-                print(options.json ? JSONWriter.string(r) : "purged \(r["purged"]?.intValue ?? 0) dead letter(s)")
+                let r = try ask(options, .queue(.purgeDead), QueuePurgeReply.self)
+                print(options.json ? JSONWriter.string(r.json) : ControlReplyText.purged(r))
             }
         }
     }
@@ -182,12 +187,8 @@ extension AgentctlCommand {
         @Option(help: "Listen this long to measure frame rates.") var seconds = 10
 
         func run() throws {
-            func snapshot() throws -> [String: JSONValue] {
-                var out: [String: JSONValue] = [:]
-                if case let .array(list)? = try ask(options, .scan)["transmitters"] {
-                    for t in list { if let id = t["identity"]?.stringValue { out[(t["radio"]?.stringValue ?? "") + "/" + id] = t } }
-                }
-                return out
+            func snapshot() throws -> [String: ScanReply.Transmitter] {
+                Dictionary(try ask(options, .scan, ScanReply.self).transmitters.map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
             }
             let before = try snapshot()
             if seconds > 0 {
@@ -195,36 +196,21 @@ extension AgentctlCommand {
                 sleep(UInt32(seconds))
             }
             let after = try snapshot()
-            let rows = after.values.sorted { ($0["last_seen"]?.stringValue ?? "") > ($1["last_seen"]?.stringValue ?? "") }
+            let rows = after.values.sorted { $0.lastSeen > $1.lastSeen }
+            func rate(_ t: ScanReply.Transmitter) -> Double? {
+                seconds > 0 ? Double(t.frames - (before[t.key]?.frames ?? 0)) / Double(seconds) : nil
+            }
             if options.json {
                 print(JSONWriter.string(.array(rows.map { t in
-                    let id = (t["radio"]?.stringValue ?? "") + "/" + (t["identity"]?.stringValue ?? "")
-                    let delta = Double((t["frames"]?.intValue ?? 0) - (before[id]?["frames"]?.intValue ?? 0))
-                    guard case var .object(m) = t else { return t }
-                    m.append(("frames_per_s", .number(seconds > 0 ? delta / Double(seconds) : 0)))
+                    guard case var .object(m) = t.json else { return t.json }
+                    m.append(("frames_per_s", .number(rate(t) ?? 0)))
                     return .object(m)
                 })))
                 return
             }
             if rows.isEmpty { print("nothing heard yet (since the agent started)") }
-            for t in rows {
-                let id = t["identity"]?.stringValue ?? ""
-                let radio = t["radio"]?.stringValue ?? "rtl433"
-                let delta = (t["frames"]?.intValue ?? 0) - (before[radio + "/" + id]?["frames"]?.intValue ?? 0)
-                let rate = seconds > 0 ? String(format1(Double(delta) / Double(seconds))) : "-"
-                let rssi = t["rssi_db"]?.doubleValue.map { String(format1($0)) + " dB" } ?? "-"
-                let who = t["device"]?.stringValue.map { "device \($0)" } ?? "NOT CONFIGURED"
-                print("\(radio) \(id)  \(t["model"]?.stringValue ?? "")  rssi \(rssi)  \(rate) frames/s  last \(t["last_seen"]?.stringValue ?? "-")  \(who)")
-                if t["device"] == .null, radio == "ble" {
-                    // The BLE pipeline writes the whole snippet (a [[device]] or a [[region]]).
-                    print((t["match"]?.stringValue ?? "").split(separator: "\n").map { "    " + $0 }.joined(separator: "\n"))
-                } else if t["device"] == .null {
-                    print("    [[device]]\n    id = \"rf-\(String(id.map { $0 == "=" || $0 == "," ? "-" : $0 }))\"\n    name = \"...\"\n    radio = \"\(radio)\"\n    match = \(t["match"]?.stringValue ?? "{ }")")
-                }
-            }
+            for t in rows { printLines(ControlReplyText.transmitter(t, framesPerSecond: rate(t))) }
         }
-
-        func format1(_ v: Double) -> String { String(Double(Int((v * 10).rounded())) / 10) }
     }
 
     struct Capture: ParsableCommand {
@@ -253,17 +239,18 @@ extension AgentctlCommand {
                 // A quiet air sends nothing: check the deadline every second anyway.
                 try ControlClient.stream(path: options.socket, ControlRequest.capture.json, idleSeconds: 1,
                                          onIdle: { Clocks.monotonicMicros() < deadline }) { value in
-                    if let h4 = value["h4"]?.stringValue, hci.count < 2_000_000 {
-                        let hex = Array(h4.utf8)
-                        let bytes = stride(from: 0, to: hex.count - 1, by: 2).compactMap { UInt8(String(decoding: hex[$0..<$0 + 2], as: UTF8.self), radix: 16) }
-                        hci.append(BTSnoopRecord(timeMicros: Int64(value["t"]?.doubleValue ?? 0), received: value["rx"]?.boolValue ?? true, packet: bytes))
-                    } else if case let .array(p)? = value["pulse"], p.count == 2, let h = p[0].intValue, let l = p[1].intValue, pulses.count < 2_000_000 {
-                        pulses.append(Pulse(high: Int(h), low: Int(l)))
-                    } else if let line = value["line"]?.stringValue {
+                    switch ControlStreamLine(json: value, capturing: true) {
+                    case let .capture(.ble(h4, received, t)) where hci.count < 2_000_000:
+                        hci.append(BTSnoopRecord(timeMicros: t, received: received, packet: h4))
+                    case let .capture(.ookPulse(p)) where pulses.count < 2_000_000:
+                        pulses.append(p)
+                    case let .capture(.rtl433(line)):
                         var bytes = Array(line.utf8)
                         bytes.append(0x0A)
                         _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
                         lines += 1
+                    default:
+                        break
                     }
                     return Clocks.monotonicMicros() < deadline
                 }
@@ -309,11 +296,8 @@ extension AgentctlCommand {
         }
 
         func run() throws {
-            let r = try ask(options, .inject(device: device))
-            if options.json { print(JSONWriter.string(r)); return }
-            var ids: [String] = []
-            if case let .array(list)? = r["event_ids"] { ids = list.compactMap { $0.stringValue } }
-            print("injected a test press of \(device): event \(ids.joined(separator: ", ")); follow it with agentctl events --follow or agentctl status")
+            let r = try ask(options, .inject(device: device), InjectReply.self)
+            print(options.json ? JSONWriter.string(r.json) : ControlReplyText.injected(r, device: device))
         }
     }
 
@@ -355,21 +339,15 @@ extension AgentctlCommand {
         @OptionGroup var options: SocketOptions
 
         func run() {
-            let agent = (try? ControlClient.request(path: options.socket, ControlRequest.version.json))?["version"]?.stringValue
+            let agent = (try? ControlClient.request(path: options.socket, ControlRequest.version.json)).flatMap { reply in
+                if case let .ok(v)? = try? ControlResponse.decode(reply, as: VersionReply.self) { return v.version }
+                return nil
+            }
             if options.json {
                 print(JSONWriter.string(.object([("agentctl", .string(AgentVersion.current)), ("agent", agent.map(JSONValue.string) ?? .null)])))
             } else {
                 print("agentctl \(AgentVersion.current)" + (agent.map { ", doorbell-agent \($0) running" } ?? ""))
             }
         }
-    }
-}
-
-/// One event as a line for people.
-enum EventLine {
-    static func render(_ e: JSONValue) -> String {
-        let test = e["test"]?.boolValue == true ? " [test]" : ""
-        let code = e["data"]?["code"]?.stringValue.map { " code \($0)" } ?? ""
-        return "\(e["occurred_at"]?.stringValue ?? "-") #\(e["sequence"]?.intValue ?? 0) \(e["type"]?.stringValue ?? "?") \(e["device"]?["id"]?.stringValue ?? "?")\(code)\(test)"
     }
 }

@@ -14,9 +14,8 @@ extension AgentctlCommand {
         @Option(help: "How long the window stays open (0–\(ControlRequest.maxPairingSeconds)).") var seconds = 120
 
         func run() throws {
-            let r = try ask(options, .pair(seconds: seconds))
-            if options.json { print(JSONWriter.string(r)); return }
-            if let until = r["pairing_until"]?.stringValue { print("pairing open until \(until)") } else { print("pairing closed") }
+            let r = try ask(options, .pair(seconds: seconds), PairReply.self)
+            print(options.json ? JSONWriter.string(r.json) : ControlReplyText.pairing(r))
         }
     }
 
@@ -25,17 +24,9 @@ extension AgentctlCommand {
         @OptionGroup var options: SocketOptions
 
         func run() throws {
-            let r = try ask(options, .phones)
-            if options.json { print(JSONWriter.string(r)); return }
-            let list = r["phones"]?.arrayValues ?? []
-            if list.isEmpty { print("no bonded phones (agentctl pair opens pairing)") }
-            for p in list {
-                let state = p["connected"]?.boolValue == true ? (p["reading_notifications"]?.boolValue == true ? "connected, reading notifications" : "connected") : "not connected"
-                let name = p["name"]?.stringValue.flatMap { $0.isEmpty ? nil : " \($0)" } ?? ""
-                print("\(p["id"]?.stringValue ?? "?")\(name): \(state), last seen \(p["last_seen"]?.stringValue ?? "never"), bonded \(p["bonded_at"]?.stringValue ?? "?")")
-            }
-            if let until = r["pairing_until"]?.stringValue { print("pairing open until \(until)") }
-            if let e = r["last_error"]?.stringValue { print("last error: \(e)") }
+            let r = try ask(options, .phones, PhonesReply.self)
+            if options.json { print(JSONWriter.string(r.json)); return }
+            printLines(ControlReplyText.phones(r))
         }
     }
 
@@ -45,8 +36,8 @@ extension AgentctlCommand {
         @Argument(help: "The phone's address (as agentctl phones lists it) or name.") var phone: String
 
         func run() throws {
-            let r = try ask(options, .forget(phone: phone))
-            print(options.json ? JSONWriter.string(r) : "forgot \(r["forgotten"]?.stringValue ?? phone)")
+            let r = try ask(options, .forget(phone: phone), ForgetReply.self)
+            print(options.json ? JSONWriter.string(r.json) : ControlReplyText.forgot(r))
         }
     }
 
@@ -55,8 +46,8 @@ extension AgentctlCommand {
         @OptionGroup var options: SocketOptions
 
         func run() throws {
-            let r = try ask(options, .answer)
-            print(options.json ? JSONWriter.string(r) : "dismissing on \(r["dismissing"]?.intValue ?? 0) connected phone(s)")
+            let r = try ask(options, .answer, AnswerReply.self)
+            print(options.json ? JSONWriter.string(r.json) : ControlReplyText.answered(r))
         }
     }
 }

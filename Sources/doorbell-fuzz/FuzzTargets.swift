@@ -268,8 +268,21 @@ enum FuzzTarget: String, CaseIterable {
             _ = try? ConfigLoader.parse(bytes: bytes, file: "fuzz.toml")
         case .control:
             // The control socket's requests, without a socket: whatever parses says the same again.
-            if let json = try? JSONReader.parse(bytes: bytes), let request = try? ControlRequest(json: json) {
+            guard let json = try? JSONReader.parse(bytes: bytes) else { return }
+            if let request = try? ControlRequest(json: json) {
                 precondition((try? ControlRequest(json: request.json)) == request, "a request does not survive its own encoding")
+            }
+            // The replies and stream lines agentctl reads: whatever decodes says the same again.
+            func same<Reply: ControlReplyBody>(_: Reply.Type) {
+                guard case let .ok(reply)? = try? ControlResponse.decode(json, as: Reply.self) else { return }
+                precondition((try? ControlResponse.decode(reply.json, as: Reply.self)) == .ok(reply), "a \(Reply.self) does not survive its own encoding")
+            }
+            same(StatusReply.self); same(PubkeyReply.self); same(VersionReply.self); same(EventsReply.self); same(InjectReply.self)
+            same(QueueListReply.self); same(QueueRetryReply.self); same(QueuePurgeReply.self); same(ScanReply.self); same(PairReply.self)
+            same(PhonesReply.self); same(ForgetReply.self); same(AnswerReply.self)
+            for capturing in [false, true] {
+                let line = ControlStreamLine(json: json, capturing: capturing)
+                precondition(ControlStreamLine(json: line.json, capturing: capturing) == line, "a stream line does not survive its own encoding")
             }
         }
     }

@@ -54,7 +54,7 @@ final class BLEPhoneLinkTests: XCTestCase {
         edit(&settings)
         let lines = Locked<[String]>([])
         let radio = BLERadio(settings: settings, log: Logger(level: .info) { line in lines.withLock { $0.append(line) } }, sink: { _ in })
-        radio.start()
+        try radio.start()
         addTeardownBlock { radio.stop() }
         return (lines, truth)
     }

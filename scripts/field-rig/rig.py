@@ -38,21 +38,23 @@ def wait_for(what, seconds, check, step=0.3):
     raise TimeoutError(f"timed out after {seconds} s waiting for {what}")
 
 
-def rootfs_dir():
-    out = subprocess.run([os.path.join(HERE, "build-rootfs.sh")], check=True, stdout=subprocess.PIPE, text=True).stdout
+def rootfs_dir(ntp="timesyncd"):
+    out = subprocess.run([os.path.join(HERE, "build-rootfs.sh")], check=True, stdout=subprocess.PIPE, text=True,
+                         env=dict(os.environ, RIG_NTP=ntp)).stdout
     return out.strip().splitlines()[-1]
 
 
 class Guest:
     """One VM with its own copy-on-write disk over the cached base image."""
 
-    def __init__(self, name, rtc_base=None, serial_tcp_port=None, memory_mb=1024, keep_disk=False):
-        """keep_disk: boot the disk a previous run left (to look at a failure), not a fresh one."""
+    def __init__(self, name, rtc_base=None, serial_tcp_port=None, usb_serial_tcp_port=None, memory_mb=1024, keep_disk=False, ntp="timesyncd"):
+        """keep_disk: boot the disk a previous run left (to look at a failure), not a fresh one.
+        ntp: the image's NTP client, timesyncd or chrony (build-rootfs.sh RIG_NTP)."""
         self.name = name
         self.dir = os.path.join(WORK, name)
         self.share = os.path.join(self.dir, "share")
         self.disk = os.path.join(self.dir, "disk.qcow2")
-        self.base = rootfs_dir()
+        self.base = rootfs_dir(ntp)
         if keep_disk:
             shutil.rmtree(self.share, ignore_errors=True)
         else:
@@ -65,6 +67,7 @@ class Guest:
                            check=True)
         self.rtc_base = rtc_base
         self.serial_tcp_port = serial_tcp_port
+        self.usb_serial_tcp_port = usb_serial_tcp_port
         self.memory_mb = memory_mb
         self.proc = None
         self.seq = 0
@@ -91,6 +94,11 @@ class Guest:
         if self.serial_tcp_port:
             # ttyS1: an H4 UART whose other end is a Bumble controller on the host.
             cmd += ["-chardev", f"socket,id=bt,host=127.0.0.1,port={self.serial_tcp_port},reconnect=1", "-serial", "chardev:bt"]
+        if self.usb_serial_tcp_port:
+            # ttyUSB0: qemu's usb-serial is an FTDI FT232 (the guest's ftdi_sio), as an FTDI/CP210x
+            # H4 adapter on a Pi's USB port; its far end another Bumble controller.
+            cmd += ["-device", "qemu-xhci,id=xhci", "-chardev", f"socket,id=btusb,host=127.0.0.1,port={self.usb_serial_tcp_port},reconnect=1",
+                    "-device", "usb-serial,bus=xhci.0,chardev=btusb"]
         if self.rtc_base:
             cmd += ["-rtc", f"base={self.rtc_base},clock=host"]
         log(self.name, "boot", self.boots)
@@ -251,6 +259,50 @@ class VirtualRadio(Peer):
         if not os.path.exists(self.truth_path):
             return []
         return [json.loads(line) for line in read(self.truth_path).splitlines() if line.strip()]
+
+
+class NTPServer:
+    """A stratum-1 NTP server on the host's loopback (the guest's 10.0.2.2) answering with the
+    host's clock, on a thread; silent until `serving` is set, as an unreachable server would be."""
+
+    def __init__(self):
+        import socket
+        import threading
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.settimeout(0.5)
+        self.port = self.sock.getsockname()[1]
+        self.serving = threading.Event()
+        self.stopping = threading.Event()
+        self.answered = 0
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    @staticmethod
+    def _timestamp(t):
+        seconds = int(t) + 2_208_988_800  # 1900 → 1970
+        return seconds.to_bytes(4, "big") + int((t % 1) * 2**32).to_bytes(4, "big")
+
+    def _run(self):
+        while not self.stopping.is_set():
+            try:
+                request, peer = self.sock.recvfrom(512)
+            except OSError:
+                continue
+            if len(request) < 48 or not self.serving.is_set():
+                continue
+            received = time.time()
+            version = (request[0] >> 3) & 7
+            # LI 0, the client's version, mode 4 (server); stratum 1, its poll, precision 2^-20.
+            header = bytes([(version << 3) | 4, 1, request[2], 0xEC]) + bytes(4) + (16).to_bytes(4, "big") + b"GPS\0"
+            answer = header + self._timestamp(received) + request[40:48] + self._timestamp(received) + self._timestamp(time.time())
+            self.sock.sendto(answer, peer)
+            self.answered += 1
+
+    def stop(self):
+        self.stopping.set()
+        self.thread.join(5)
+        self.sock.close()
 
 
 def agent_status(guest, user="rig-installer"):

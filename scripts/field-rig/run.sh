@@ -3,7 +3,8 @@
 # RIG_SKIP_DEB=1 takes the newest in .work/deb) installed into a Debian 12 guest under qemu TCG,
 # booted with systemd and Debian's kernel, and every scenario in test_field.py run against it.
 # The guest's root file system is cached in $RIG_CACHE (default /var/cache/doorbell-field-rig),
-# keyed by its package list; the root file system takes 1-14 minutes to build, a warm run 3-4.
+# keyed by its package list (one image with timesyncd, one with chrony); each takes 1-14 minutes
+# to build, a warm run 3-4.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 [ "$(dpkg --print-architecture)" = amd64 ] || { echo "test-field: the rig boots an amd64 guest; this host is $(dpkg --print-architecture)" >&2; exit 1; }
@@ -13,7 +14,9 @@ scripts/venv.sh >/dev/null
 [ -n "${RIG_DEB:-}" ] || [ "${RIG_SKIP_DEB:-0}" = 1 ] || scripts/make-deb.sh
 start=$(date +%s)
 scripts/field-rig/build-rootfs.sh >/dev/null
-echo "test-field: guest root file system ready in $(( $(date +%s) - start )) s"
+RIG_NTP=chrony scripts/field-rig/build-rootfs.sh >/dev/null
+echo "test-field: guest root file systems (timesyncd, chrony) ready in $(( $(date +%s) - start )) s"
 cd scripts/field-rig
 timeout 1800 ../../.venv/bin/python -W error::ResourceWarning test_field.py
+timeout 900 ../../.venv/bin/python -W error::ResourceWarning test_chrony.py
 echo "test-field: all scenarios passed in $(( $(date +%s) - start )) s"
