@@ -177,7 +177,7 @@ import Testing
         var rng = SeededRandom(seed: UInt64(rounds))
         var now: Int64 = 0
         for _ in 0..<rounds where now < until && !pending().isEmpty {
-            switch m.next(pending: pending(), nowMonoMicros: now, nowWallMs: wallMs) { true } {
+            switch m.next(pending: pending(), nowMonoMicros: now, nowWallMs: wallMs, clockSynced: { true }) {
             case let .sleep(end): now = end
             case let .send(window, _):
                 let answers = window.map { ($0, answer($0, now)) }
@@ -288,7 +288,7 @@ import Testing
             for _ in 0..<400 where !pending.isEmpty {
                 now += Int64(steps[step % steps.count]) * 1_000
                 step += 1
-                switch m.next(pending: pending, nowMonoMicros: now, nowWallMs: Self.wallMs) { true } {
+                switch m.next(pending: pending, nowMonoMicros: now, nowWallMs: Self.wallMs, clockSynced: { true }) {
                 case let .sleep(until):
                     #expect(until > now)
                     now = until
@@ -352,7 +352,7 @@ import Testing
                 }
                 if pending.isEmpty { break }
                 let pressDue = pending.contains { $0.type == "doorbell.pressed" && (m.notBefore[$0.id] ?? 0) <= now }
-                switch m.next(pending: pending, nowMonoMicros: now, nowWallMs: wallMs) { true } {
+                switch m.next(pending: pending, nowMonoMicros: now, nowWallMs: wallMs, clockSynced: { true }) {
                 case let .sleep(until):
                     let askedFor = m.receiverAskedToWait && until == m.receiverNotBefore
                     #expect(watching == nil || askedFor, "a fresh press waited for something other than a Retry-After")
