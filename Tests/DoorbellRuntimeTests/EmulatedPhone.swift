@@ -19,12 +19,13 @@ struct EmulatedPhone {
         try requireFile(Paths.agentBinary, "doorbell-agent")
     }
 
-    static func start(_ dir: TempDir, maxSeconds: Int = 300) throws -> EmulatedPhone {
+    /// `extra`: more `virtual_radio.py` arguments (`--phone-intruder`, `--phone-name`, …).
+    static func start(_ dir: TempDir, maxSeconds: Int = 300, extra: [String] = []) throws -> EmulatedPhone {
         let scenario = try dir.write("scenario.json", #"{"name": "phone", "advertisers": [], "events": []}"#)
         let ready = dir.file("radio-ready.json"), control = dir.file("phone-control.jsonl")
         let radio = try Child(BLERadioTests.python, [BLERadioTests.virtualRadio, "--port", "0", "--scenario", scenario, "--phone",
                                                      "--phone-control", control, "--hold", "--max-seconds", String(maxSeconds),
-                                                     "--ready-file", ready],
+                                                     "--ready-file", ready] + extra,
                               dir: dir, name: "virtual-radio")
         eventually(30, "virtual controller ready") { FileManager.default.fileExists(atPath: ready) }
         let port = try JSONReader.parse(String(contentsOfFile: ready, encoding: .utf8))["port"]?.intValue ?? 0

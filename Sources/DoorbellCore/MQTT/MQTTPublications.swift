@@ -51,7 +51,7 @@ public enum MQTTPublications {
         case .doorbellLongDoublePressed: "long_double_press"
         case .doorbellLongTriplePressed: "long_triple_press"
         case .doorAnswered: "press"  // the answer button's own entity (device_class button)
-        case .beaconEntered, .beaconExited, .gatewayEvicted, .pushDisplayed, .pushNotDisplayed, .phoneNotification, .phonePaired,
+        case .beaconEntered, .beaconExited, .gatewayEvicted, .pushDisplayed, .pushNotDisplayed, .phoneNotification, .phoneNotificationModified, .phoneNotificationRemoved, .phonePaired,
              .phonePairingFailed, .phoneForgotten: nil
         }
     }
