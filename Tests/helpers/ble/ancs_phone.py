@@ -32,7 +32,7 @@ import sys
 import time
 import uuid as uuid_mod
 
-from bumble import hci
+from bumble import hci, ll
 from bumble.att import ATT_Error, Attribute
 from bumble.controller import Controller
 from bumble.device import Device
@@ -119,6 +119,46 @@ class Notification:
         return None if v is None else v.encode()
 
 
+class ScanningController(Controller):
+    """The phone's controller. Bumble's answers its own active scan of a legacy advertisement with
+    the advertising data again as the scan response; a real one hears the advertiser's scan
+    response data, which is what this one reports (the base station's name and, beside a beacon,
+    the solicitation are there)."""
+
+    def on_advertising_pdu(self, pdu) -> None:
+        if not self.le_scan_enable or not isinstance(pdu, (ll.AdvInd, ll.AdvExtInd)):
+            return super().on_advertising_pdu(pdu)
+        scanning, self.le_scan_enable = self.le_scan_enable, False
+        try:
+            super().on_advertising_pdu(pdu)  # a pending connection, without Bumble's own reports
+        finally:
+            self.le_scan_enable = scanning
+        address = pdu.advertiser_address
+        response = b""
+        for c in self.link.controllers:
+            la = getattr(c, "le_legacy_advertiser", None)
+            if c is not self and la is not None and la.enabled and la.address == address:
+                response = bytes(la.scan_response_data)
+            for adv_set in getattr(c, "advertising_sets", {}).values() if c is not self else ():
+                if adv_set.enabled and adv_set.address == address:
+                    response = bytes(adv_set.scan_response_data)
+        if self.le_features & hci.LeFeatureMask.LE_EXTENDED_ADVERTISING:
+            kinds = hci.HCI_LE_Extended_Advertising_Report_Event.EventType
+            for event_type, data in ((kinds.CONNECTABLE_ADVERTISING, pdu.data), (kinds.SCAN_RESPONSE, response)):
+                self.send_hci_packet(hci.HCI_LE_Extended_Advertising_Report_Event([
+                    hci.HCI_LE_Extended_Advertising_Report_Event.Report(
+                        event_type=event_type, address_type=address.address_type, address=address,
+                        primary_phy=hci.Phy.LE_1M, secondary_phy=hci.Phy.LE_1M, advertising_sid=0, tx_power=0,
+                        rssi=-50, periodic_advertising_interval=0, direct_address_type=0,
+                        direct_address=hci.Address.ANY, data=data)]))
+        else:
+            kinds = hci.HCI_LE_Advertising_Report_Event.EventType
+            for event_type, data in ((kinds.ADV_IND, pdu.data), (kinds.SCAN_RSP, response)):
+                self.send_hci_packet(hci.HCI_LE_Advertising_Report_Event([
+                    hci.HCI_LE_Advertising_Report_Event.Report(event_type=event_type, address_type=address.address_type,
+                                                              address=address, data=data, rssi=-50)]))
+
+
 class GuardedCharacteristic(Characteristic):
     """A characteristic whose refusals (link not encrypted) carry the phone's error code and are
     reported as a JSON line."""
@@ -195,15 +235,15 @@ class Phone:
     async def start(self) -> None:
         if self.open_mode:
             address = hci.Address(self.identity, hci.Address.RANDOM_DEVICE_ADDRESS)
-            self.controller = Controller("phone", link=self.link)
+            self.controller = ScanningController("phone", link=self.link)
         elif self.intruder:
             # The owner's identity address on the air, as is: what an address-only check lets in.
             address = hci.Address(self.identity, hci.Address.PUBLIC_DEVICE_ADDRESS)
-            self.controller = Controller("phone", link=self.link, public_address=self.identity)
+            self.controller = ScanningController("phone", link=self.link, public_address=self.identity)
         else:
             # The identity is public, as an iPhone's is; the air only ever sees private addresses.
             address = hci.Address.generate_private_address(self.irk)
-            self.controller = Controller("phone", link=self.link, public_address=self.identity)
+            self.controller = ScanningController("phone", link=self.link, public_address=self.identity)
         self.device = Device(name=self.name, address=address,
                              host=Host(self.controller, AsyncPipeSink(self.controller)))
         self.device.irk = self.irk
@@ -251,13 +291,15 @@ class Phone:
     def _advertisement(self, adv) -> None:
         # The advertisement with its scan response when the scanner merged them.
         data = bytes(adv.data_bytes) + bytes(adv.data)
-        if self.connecting or ancs_solicitation_ad() not in data:
+        if ancs_solicitation_ad() not in data:
             return
         # The Local Name (complete 0x09 or shortened 0x08), as iOS shows it: once per name seen.
         for t, v in adv.data.ad_structures:
             if int(t) in (0x08, 0x09) and (int(t), bytes(v)) not in self.names_seen:
                 self.names_seen.add((int(t), bytes(v)))
                 self.emit("advertised_name", name=bytes(v).decode(errors="replace"), shortened=int(t) == 0x08)
+        if self.connecting:
+            return
         if self.intruder and self.intrusions <= 0:
             return
         self.connecting = True
