@@ -92,6 +92,8 @@ public final class PhoneLink: @unchecked Sendable {
     }
 
     func end() {
+        // Only bond updates come out of a link's end; written like any other.
+        for case let .updateBond(bond) in session?.transportEnded(at: Self.now) ?? [] { write(bond) }
         session = nil
         status.withLock { $0.phonesConnected = 0; $0.connectedPhone = nil; $0.encrypted = false; $0.readingNotifications = false }
     }
@@ -148,7 +150,7 @@ public final class PhoneLink: @unchecked Sendable {
             case let .forgetBond(id):
                 do { try bondStore.update { _ = $0.forget(id) } } catch { log.error("phone.forget_failed", [("phone", id), ("error", error.description)]) }
             case let .updateBond(bond):
-                do { _ = try bondStore.update { $0.replace(bond) } } catch { log.warning("phone.bond_update_failed", [("phone", bond.id), ("error", error.description)]) }
+                write(bond)
             case let .event(type, data):
                 emit(type, data)
             case let .answered(dismissing):
@@ -158,6 +160,11 @@ public final class PhoneLink: @unchecked Sendable {
         }
         publish()
         return actions
+    }
+
+    /// A bond's change (name, last seen, what it remembers); a failure costs only that change.
+    private func write(_ bond: PhoneBond) {
+        do { _ = try bondStore.update { $0.replace(bond) } } catch { log.warning("phone.bond_update_failed", [("phone", bond.id), ("error", error.description)]) }
     }
 
     /// What answering the door did: the notifications dismissed and on how many phones.

@@ -103,6 +103,16 @@ import Testing
         #expect(next.events.filter { $0.type == "phone.notification" }.count == 1)
     }
 
+    /// The agent stops with the phone connected and a read in flight: the bond keeps both.
+    @Test func theTransportsEndWritesWhatTheBondRemembers() throws {
+        var (s, _) = try PhoneSessionTests.paired()
+        s.notify(Rig.ns, Rig.added(9))
+        s.link.now = 70_000_000
+        s.run(s.session.transportEnded(at: s.time))
+        #expect(s.store.bonds.first?.unfinished.map(\.uid) == [9] && s.store.bonds.first?.lastSeenMicros == 70_000_000)
+        #expect(s.session.status.phonesConnected == 0)
+    }
+
     /// The memory is bounded and a removal forgets; the bond's file keeps it.
     @Test func theUnfinishedMemoryIsBoundedAndSurvivesTheBondsFile() throws {
         var bond = PhoneBond(address: [1, 2, 3, 4, 5, 6], addressIsRandom: false, irk: Array(1...16), ltk: Array(1...16), name: "", bondedAtMicros: 0)

@@ -178,7 +178,8 @@ extension PhoneSession {
             let receipts = bonds.bonds.first { $0.id == bond.id }?.receipts ?? []
             phone.receiptReported = reference.map { receipts.contains($0) } ?? false
             let events = forward(tracker.notification(phone, at: now))
-            // What the bond remembers changed: the read finished, a receipt went out (one write).
+            // What the bond remembers changed: the read finished, a receipt went out (one write,
+            // after the events: a crash between them repeats a receipt rather than lose it).
             var changed = bonds.update(bond.id) { $0.finished(uid: a.uid) }
             if let reference, events.contains(where: { if case .event("push.displayed", _) = $0 { true } else { false } }) {
                 changed = bonds.update(bond.id) { $0.receiptReported(reference) } || changed
@@ -186,7 +187,7 @@ extension PhoneSession {
             var out = events
             if changed, let b = bonds.bonds.first(where: { $0.id == bond.id }) {
                 link?.bond = b
-                out.insert(.updateBond(b), at: 0)
+                out.append(.updateBond(b))
             }
             return out + finishIfDone(at: now)
         case .appAttributes:

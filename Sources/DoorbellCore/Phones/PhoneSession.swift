@@ -293,6 +293,12 @@ public struct PhoneSession: Sendable {
         return out
     }
 
+    /// The transport ended (the agent stops, the controller restarts): the link is gone as if the
+    /// phone had left, so what the bond remembers (last seen, reads cut) is written.
+    public mutating func transportEnded(at now: PhoneTime) -> [Output] {
+        link == nil ? [] : linkDropped(at: now)
+    }
+
     /// The phone's Device Name: kept for the bond pairing will make, or the bond renamed.
     /// Read unencrypted (GAP allows it): applied to the bond only once the link is authenticated.
     mutating func named(_ name: String) -> [Output] {
