@@ -34,6 +34,18 @@ struct EmulatedPhone {
 
     func stop() { radio.stop() }
 
+    /// The agent's `[radio.ble]` on this phone's controller, with the phone link and the doorbell app.
+    var bleSection: String {
+        """
+        [radio.ble]
+        transport = "tcp"
+        address = "127.0.0.1:\(port)"
+        stall_s = 0
+        ancs = true
+        ancs_app = "\(PhonePushTests.topic)"
+        """
+    }
+
     /// What the phone reported doing (`paired`, `performed`, …), in order.
     func said(_ event: String) -> [JSONValue] {
         radio.stdout.split(separator: "\n").compactMap { try? JSONReader.parse(String($0)) }.filter { $0["phone"]?.stringValue == event }

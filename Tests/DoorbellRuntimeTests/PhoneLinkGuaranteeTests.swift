@@ -11,17 +11,12 @@ import XCTest
 final class PhoneLinkGuaranteeTests: XCTestCase {
     static let owner = "F4:0F:24:00:00:01"
 
-    func config(_ dir: TempDir, port: Int, socket: String, stateDir: String) throws -> String {
+    func config(_ dir: TempDir, phone: EmulatedPhone, socket: String, stateDir: String) throws -> String {
         try dir.write("agent.toml", """
         \(agentHeader(dir, socket: socket, stateDir: stateDir))
         [clock]
         require_sync = false
-        [radio.ble]
-        transport = "tcp"
-        address = "127.0.0.1:\(port)"
-        stall_s = 0
-        ancs = true
-        ancs_app = "\(PhonePushTests.topic)"
+        \(phone.bleSection)
         ancs_notify = ["incoming_call", "email"]
         """)
     }
@@ -48,7 +43,7 @@ final class PhoneLinkGuaranteeTests: XCTestCase {
         let phone = try EmulatedPhone.start(dir, extra: ["--phone-intruder", "--phone-name", "Mallory’s iPhone"])
         defer { phone.stop() }
         let socket = dir.file("control.sock")
-        let agent = try startAgent(dir, config: try config(dir, port: phone.port, socket: socket, stateDir: stateDir), socket: socket)
+        let agent = try startAgent(dir, config: try config(dir, phone: phone, socket: socket, stateDir: stateDir), socket: socket)
         defer { agent.stop() }
         var shownConnected: [String] = []
         eventually(90, "three intrusions, each dropped") {
@@ -77,7 +72,7 @@ final class PhoneLinkGuaranteeTests: XCTestCase {
         let phone = try EmulatedPhone.start(dir)
         defer { phone.stop() }
         let socket = dir.file("control.sock")
-        let config = try config(dir, port: phone.port, socket: socket, stateDir: stateDir)
+        let config = try config(dir, phone: phone, socket: socket, stateDir: stateDir)
         var agent = try startAgent(dir, config: config, socket: socket)
         defer { agent.stop() }
         let diagnostics = { "\nphone:\n\(phone.radio.stdout.suffix(5000))\nagent:\n\(agent.stderr.suffix(3000))" }
