@@ -60,6 +60,10 @@ enum FuzzTarget: String, CaseIterable {
                 // What we write we must read back the same.
                 let again = try? JSONReader.parse(bytes: JSONWriter.encode(v))
                 precondition(again == v, "JSON round trip changed the value")
+                // phones.json: what the bond store reads it writes back the same.
+                if let bonds = try? PhoneBonds(json: v) {
+                    precondition((try? PhoneBonds(json: bonds.json)) == bonds, "phones.json round trip changed the bonds")
+                }
             }
         case .rtl433:
             var pipeline = RFPipeline(directory: DeviceDirectory(devices: [
