@@ -139,8 +139,9 @@ class ScanningController(Controller):
             la = getattr(c, "le_legacy_advertiser", None)
             if c is not self and la is not None and la.enabled and la.address == address:
                 response = bytes(la.scan_response_data)
+            # Sets share the controller's address: the one that sent this data.
             for adv_set in getattr(c, "advertising_sets", {}).values() if c is not self else ():
-                if adv_set.enabled and adv_set.address == address:
+                if adv_set.enabled and adv_set.address == address and bytes(adv_set.data) == bytes(pdu.data):
                     response = bytes(adv_set.scan_response_data)
         if self.le_features & hci.LeFeatureMask.LE_EXTENDED_ADVERTISING:
             kinds = hci.HCI_LE_Extended_Advertising_Report_Event.EventType
