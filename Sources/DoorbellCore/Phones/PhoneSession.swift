@@ -390,10 +390,11 @@ public struct PhoneSession: Sendable {
             // Encrypted with the bond's key: this is the phone. Now it counts as here.
             link?.authenticated = true
             status.connectedPhone = id
-            if let name = l.name { _ = bonds.name(id, name) }
+            // Written now only when renamed; the drop writes when it was last here (one write a visit).
+            let renamed = l.name.flatMap { bonds.name(id, $0) } != nil
             if let bond = bonds.seen(id, at: now.wall) {
                 link?.bond = bond
-                out.append(.updateBond(bond))
+                if renamed { out.append(.updateBond(bond)) }
             }
         }
         if var r = link?.responder {
