@@ -343,8 +343,9 @@ systemctl is-enabled doorbell-agent; id doorbell-agent; stat -c '%U %a' /var/lib
         reads_41 = lambda: len([t for t in phone("command") if t.get("uid") == 41])
         rig.wait_for("41 listed and read again on the new link", 60, lambda: reads_41() >= 2, 1.0)
         tell(op="post", uid=42, category="incoming_call", app_id="com.apple.mobilephone", title="Mum", message="Incoming call")
-        rig.wait_for("phone.notification delivered", 60, lambda: of_type("phone.notification"), 1.0)
-        call = of_type("phone.notification")
+        calls = lambda: [n for n in of_type("phone.notification") if n["data"].get("uid") == 42]
+        rig.wait_for("phone.notification delivered", 60, calls, 1.0)
+        call = calls()
         self.assertEqual([c["data"]["category"] for c in call], ["incoming_call"], call)
         self.assertNotIn("title", call[0]["data"], "titles stay on the base station by default")
         self.g.sh("runuser -u rig-installer -- agentctl answer")
