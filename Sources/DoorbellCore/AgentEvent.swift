@@ -23,6 +23,10 @@ public enum EventType: String, Sendable, CaseIterable {
     case pushDisplayed = "push.displayed"
     case pushNotDisplayed = "push.not_displayed"
     case phoneNotification = "phone.notification"
+    /// A notification reported as `phone.notification` changed or went on the phone (a call
+    /// answered or declined, a message read): same `uid` and phone.
+    case phoneNotificationModified = "phone.notification_modified"
+    case phoneNotificationRemoved = "phone.notification_removed"
     case phonePaired = "phone.paired"
     case phonePairingFailed = "phone.pairing_failed"
     case phoneForgotten = "phone.forgotten"

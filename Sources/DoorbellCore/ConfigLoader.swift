@@ -150,6 +150,9 @@ public enum ConfigLoader {
             radio.finish()
         }
 
+        // What the owner sees when pairing, unless ancs_name says otherwise.
+        if config.ble?.ancsName == nil, let gatewayID, !gatewayID.isEmpty { config.ble?.ancsName = String(decoding: Array(gatewayID.utf8.prefix(29)), as: UTF8.self) }
+
         if let t = top.table("beacon") {
             if config.ble == nil {
                 t.report("", "the base station's own iBeacon needs [radio.ble] (it advertises through the same controller)")

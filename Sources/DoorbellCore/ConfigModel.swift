@@ -339,6 +339,9 @@ public struct BLERadioSettings: Sendable, Equatable {
     public var ancsNotify = ["incoming_call"]
     /// Titles and messages of those notifications go into the events (off: never leave the box).
     public var ancsShareText = false
+    /// The name the connectable advertisement carries (scan response): what the owner sees when
+    /// pairing. The loader defaults it to the gateway id.
+    public var ancsName: String?
     public init(transport: HCITransportKind) { self.transport = transport }
 }
 

@@ -37,7 +37,9 @@ public final class PhoneLink: @unchecked Sendable {
         tracker.triggerCategories = Set(settings.ancsNotify.filter { !$0.contains(".") })
         tracker.triggerApps = Set(settings.ancsNotify.filter { $0.contains(".") })
         tracker.includeText = settings.ancsShareText
-        self.settings = PhoneSession.Settings(tracker: tracker)
+        var session = PhoneSession.Settings(tracker: tracker)
+        session.localTime = PhoneLink.localTime
+        self.settings = session
         self.log = log
         self.emit = emit
         bonds = Locked(bondStore.bonds.bonds)
@@ -59,19 +61,39 @@ public final class PhoneLink: @unchecked Sendable {
         return gone
     }
 
+    /// An ANCS Date (the phone's wall-clock reading) in the base station's zone (TZ, else
+    /// /etc/localtime), as mktime reads it; the daylight-saving flag is mktime's guess.
+    static let localTime: @Sendable (ANCSDate) -> Int64? = { d in
+        var t = tm()
+        t.tm_year = Int32(d.year - 1900)
+        t.tm_mon = Int32(d.month - 1)
+        t.tm_mday = Int32(d.day)
+        t.tm_hour = Int32(d.hour)
+        t.tm_min = Int32(d.minute)
+        t.tm_sec = Int32(d.second)
+        t.tm_isdst = -1
+        let seconds = mktime(&t)
+        return seconds == -1 ? nil : Int64(seconds)
+    }
+
+    /// Now on both clocks: deadlines on the monotonic one, what is stored on the wall one.
+    static var now: PhoneTime { PhoneTime(monotonic: Clocks.monotonicMicros(), wall: Clocks.wallMicros()) }
+
     // MARK: The radio thread
 
     /// A new transport: a new session with the stored bonds and the open window, if any.
     func begin(host: inout HCIHost) -> [HCIHost.Action] {
         session = PhoneSession(settings: settings, bonds: bondStore.bonds, localAddress: nil)
-        let now = Clocks.wallMicros()
-        guard let until = pairingUntil.snapshot, until > now, var s = session else { publish(); return [] }
+        let now = Self.now
+        guard let until = pairingUntil.snapshot, until > now.wall, var s = session else { publish(); return [] }
         let outputs = s.openPairing(until: until, at: now)
         session = s
         return apply(outputs, host: &host)
     }
 
     func end() {
+        // Only bond updates come out of a link's end; written like any other.
+        for case let .updateBond(bond) in session?.transportEnded(at: Self.now) ?? [] { write(bond) }
         session = nil
         status.withLock { $0.phonesConnected = 0; $0.connectedPhone = nil; $0.encrypted = false; $0.readingNotifications = false }
     }
@@ -79,7 +101,7 @@ public final class PhoneLink: @unchecked Sendable {
     /// A link action of the host (connection, SMP, LTK request, encryption, GATT).
     func handle(_ action: HCIHost.Action, host: inout HCIHost) -> [HCIHost.Action] {
         guard var s = session else { return [] }
-        let outputs = s.handle(action, at: Clocks.wallMicros())
+        let outputs = s.handle(action, at: Self.now)
         session = s
         return apply(outputs, host: &host)
     }
@@ -88,7 +110,7 @@ public final class PhoneLink: @unchecked Sendable {
     func service(host: inout HCIHost) -> [HCIHost.Action] {
         wake.drain()
         guard var s = session else { return [] }
-        let now = Clocks.wallMicros()
+        let now = Self.now
         var outputs: [PhoneSession.Output] = []
         for command in commands.withLock({ q -> [PhoneCommand] in defer { q = [] }; return q }) {
             switch command {
@@ -98,13 +120,13 @@ public final class PhoneLink: @unchecked Sendable {
             case .answered: outputs += s.answered(at: now)
             }
         }
-        if let due = s.nextDeadline, due <= now { outputs += s.tick(at: now) }
+        if let due = s.nextDeadline, due <= now.monotonic { outputs += s.tick(at: now) }
         session = s
         return apply(outputs, host: &host)
     }
 
-    /// Microseconds until the session's next deadline (wall clock), for the poll timeout.
-    var untilDeadline: Int64? { session?.nextDeadline.map { max(0, $0 - Clocks.wallMicros()) } }
+    /// Microseconds until the session's next deadline (monotonic), for the poll timeout.
+    var untilDeadline: Int64? { session?.nextDeadline.map { max(0, $0 - Clocks.monotonicMicros()) } }
 
     private func apply(_ outputs: [PhoneSession.Output], host: inout HCIHost) -> [HCIHost.Action] {
         var actions: [HCIHost.Action] = []
@@ -120,15 +142,15 @@ public final class PhoneLink: @unchecked Sendable {
                 do {
                     try bondStore.update { $0.add(bond) }
                     log.notice("phone.bonded", [("phone", bond.id)])
-                    pending += session?.bondStored(at: Clocks.wallMicros()) ?? []
+                    pending += session?.bondStored(at: Self.now) ?? []
                 } catch {
                     log.error("phone.bond_not_stored", [("phone", bond.id), ("error", error.description)])
-                    pending += session?.bondStoreFailed(error.description, at: Clocks.wallMicros()) ?? []
+                    pending += session?.bondStoreFailed(error.description, at: Self.now) ?? []
                 }
             case let .forgetBond(id):
                 do { try bondStore.update { _ = $0.forget(id) } } catch { log.error("phone.forget_failed", [("phone", id), ("error", error.description)]) }
             case let .updateBond(bond):
-                do { _ = try bondStore.update { $0.replace(bond) } } catch { log.warning("phone.bond_update_failed", [("phone", bond.id), ("error", error.description)]) }
+                write(bond)
             case let .event(type, data):
                 emit(type, data)
             case let .answered(dismissing):
@@ -138,6 +160,11 @@ public final class PhoneLink: @unchecked Sendable {
         }
         publish()
         return actions
+    }
+
+    /// A bond's change (name, last seen, what it remembers); a failure costs only that change.
+    private func write(_ bond: PhoneBond) {
+        do { _ = try bondStore.update { $0.replace(bond) } } catch { log.warning("phone.bond_update_failed", [("phone", bond.id), ("error", error.description)]) }
     }
 
     /// What answering the door did: the notifications dismissed and on how many phones.

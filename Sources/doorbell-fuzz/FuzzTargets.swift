@@ -60,6 +60,10 @@ enum FuzzTarget: String, CaseIterable {
                 // What we write we must read back the same.
                 let again = try? JSONReader.parse(bytes: JSONWriter.encode(v))
                 precondition(again == v, "JSON round trip changed the value")
+                // phones.json: what the bond store reads it writes back the same.
+                if let bonds = try? PhoneBonds(json: v) {
+                    precondition((try? PhoneBonds(json: bonds.json)) == bonds, "phones.json round trip changed the bonds")
+                }
             }
         case .rtl433:
             var pipeline = RFPipeline(directory: DeviceDirectory(devices: [
@@ -243,12 +247,15 @@ enum FuzzTarget: String, CaseIterable {
             settings.maxQueuedCommands = 8
             var session = PhoneSession(settings: settings, bonds: PhoneBonds([bond]), localAddress: nil)
             let (ns, cp, ds): (UInt16, UInt16, UInt16) = (0x32, 0x35, 0x38)
-            _ = session.handle(.connected(LEConnection(handle: 0x40, role: .peripheral, peerAddress: bond.address, peerAddressType: 0, intervalUnits: 24)), at: 0)
-            _ = session.handle(.encryptionChanged(handle: 0x40, enabled: true, status: 0), at: 0)
-            _ = session.handle(.gatt(.discoveredANCS(notificationSource: ns, controlPoint: cp, dataSource: ds)), at: 0)
-            _ = session.handle(.gatt(.written(handle: ns)), at: 0)
+            let zero = PhoneTime(monotonic: 0, wall: 0)
+            _ = session.handle(.connected(LEConnection(handle: 0x40, role: .peripheral, peerAddress: bond.address, peerAddressType: 0, intervalUnits: 24)), at: zero)
+            // Encrypted with the bond's key: the session reads the phone only then.
+            _ = session.handle(.longTermKeyRequested(handle: 0x40, random: Array(repeating: 0, count: 8), ediv: 0), at: zero)
+            _ = session.handle(.encryptionChanged(handle: 0x40, enabled: true, status: 0), at: zero)
+            _ = session.handle(.gatt(.discoveredANCS(notificationSource: ns, controlPoint: cp, dataSource: ds)), at: zero)
+            _ = session.handle(.gatt(.written(handle: ns)), at: zero)
             var i = 0
-            var t: Int64 = 0
+            var t = zero
             while i < bytes.count {
                 let kind = bytes[i] & 0b11, n = Int(bytes[i] >> 2)
                 let chunk = Array(bytes[(i + 1)..<min(bytes.count, i + 1 + n)])
@@ -256,7 +263,7 @@ enum FuzzTarget: String, CaseIterable {
                 let out: [PhoneSession.Output] = switch kind {
                 case 0: session.handle(.gatt(.notification(handle: ns, chunk)), at: t)
                 case 1: session.handle(.gatt(.notification(handle: ds, chunk)), at: t)
-                case 2: session.handle(.gatt(.written(handle: cp)), at: t) + { t += Int64(n) * 100_000; return session.tick(at: t) }()
+                case 2: session.handle(.gatt(.written(handle: cp)), at: t) + { t.monotonic += Int64(n) * 100_000; t.wall += Int64(n) * 100_000; return session.tick(at: t) }()
                 default: chunk.first.map { $0 & 1 == 1 } == true ? session.handle(.gatt(.writeFailed(handle: cp, error: 0xA2)), at: t) : session.answered(at: t)
                 }
                 precondition(session.queuedCommands <= settings.maxQueuedCommands, "phone session queue past its bound")

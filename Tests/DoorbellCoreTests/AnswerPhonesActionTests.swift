@@ -138,3 +138,27 @@ import Testing
         #expect(AnswerPhonesActionTests.errors(text).contains("use one of doorbell, answer_button"))
     }
 }
+
+/// Issue #26.4: a light that flashes while a call rings and stops when it stops: actions select the
+/// phone's notification events by type, like any other.
+@Suite struct PhoneEventActionTests {
+    @Test func anActionSelectsANotificationAndItsRemoval() throws {
+        let c = try ConfigLoader.parse(text: AnswerPhonesActionTests.ble + """
+
+        [[action]]
+        name = "flash"
+        on = ["phone.notification"]
+        exec = ["/usr/local/bin/flash", "on"]
+        [[action]]
+        name = "stop-flashing"
+        on = ["phone.notification_removed", "phone.notification_modified"]
+        exec = ["/usr/local/bin/flash", "off"]
+        """, file: "agent.toml")
+        func event(_ type: EventType) -> AgentEvent {
+            AgentEvent(type: type, device: DeviceRef(id: "F4:0F:24:00:00:01", name: "Anna’s iPhone", radio: "ble"), occurredAtMicros: 0, clockSynced: true)
+        }
+        #expect(c.actions.map { $0.matches(event(.phoneNotification)) } == [true, false])
+        #expect(c.actions.map { $0.matches(event(.phoneNotificationRemoved)) } == [false, true])
+        #expect(c.actions.map { $0.matches(event(.phoneNotificationModified)) } == [false, true])
+    }
+}

@@ -18,14 +18,20 @@ struct PhoneSessionRig {
     var storeFailure: String?
     private var seen = 0
 
-    init(bonds: PhoneBonds = PhoneBonds()) {
+    init(bonds: PhoneBonds = PhoneBonds(), triggerCategories: Set<String> = ["incoming_call"], wallOffset: Int64 = 0) {
         store = bonds
-        session = PhoneSession(settings: PhoneSession.Settings(tracker: .init(doorbellAppID: Self.app)), bonds: bonds, localAddress: nil)
+        self.wallOffset = wallOffset
+        var tracker = PhoneNotificationTracker.Settings(doorbellAppID: Self.app)
+        tracker.triggerCategories = triggerCategories
+        session = PhoneSession(settings: PhoneSession.Settings(tracker: tracker), bonds: bonds, localAddress: nil)
         // The host's bring-up read the controller's address (B8:27:EB:12:34:56, as the test phone expects).
-        if let info = link.host.info { run(session.handle(.scanning(info, extended: false), at: 0)) }
+        if let info = link.host.info { run(session.handle(.scanning(info, extended: false), at: time)) }
     }
 
     var now: Int64 { link.now }
+    /// The wall clock's distance from the monotonic one (a step changes it).
+    var wallOffset: Int64 = 0
+    var time: PhoneTime { PhoneTime(monotonic: now, wall: now + wallOffset) }
 
     /// The shell: host calls on the host, bonds to the store (then `bondStored`), events kept.
     mutating func run(_ outs: [PhoneSession.Output]) {
@@ -34,10 +40,10 @@ struct PhoneSessionRig {
             switch o {
             case let .storeBond(bond):
                 if let failure = storeFailure {
-                    run(session.bondStoreFailed(failure, at: now))
+                    run(session.bondStoreFailed(failure, at: time))
                 } else {
                     store.add(bond)
-                    run(session.bondStored(at: now))
+                    run(session.bondStored(at: time))
                 }
             case let .forgetBond(id):
                 _ = store.forget(id)
@@ -55,7 +61,7 @@ struct PhoneSessionRig {
         while seen < link.events.count {
             let a = link.events[seen]
             seen += 1
-            run(session.handle(a, at: now))
+            run(session.handle(a, at: time))
         }
     }
 
@@ -65,7 +71,7 @@ struct PhoneSessionRig {
     mutating func longTermKeyRequest() { link.longTermKeyRequest(); settle() }
     mutating func encrypt() { link.encrypt(); settle() }
     mutating func notify(_ handle: UInt16, _ value: [UInt8]) { link.phoneSends([ATT.notification, UInt8(handle & 0xFF), UInt8(handle >> 8)] + value); settle() }
-    mutating func advance(to t: Int64) { link.advance(to: t); settle(); run(session.tick(at: t)) }
+    mutating func advance(to t: Int64) { link.advance(to: t); settle(); run(session.tick(at: time)) }
 
     var lastSMP: SMPPDU? { link.smpSent.last.flatMap { try? SMPPDU(parsing: $0) } }
     var events: [(type: String, data: JSONValue)] { outputs.compactMap { if case let .event(t, d) = $0 { (t, d) } else { nil } } }
@@ -135,7 +141,7 @@ struct PhoneSessionRig {
     /// A paired, reading session (the first test's path, for the others).
     static func paired() throws -> (Rig, ltk: [UInt8]) {
         var s = Rig()
-        s.run(s.session.openPairing(until: 60_000_000, at: 0))
+        s.run(s.session.openPairing(until: 60_000_000, at: s.time))
         s.connect(SMPResponderTests.phoneRPA)
         let ltk = try s.pair()
         return (s, ltk)
@@ -143,8 +149,8 @@ struct PhoneSessionRig {
 
     @Test func aPhonePairsInTheWindowIsBondedAndItsDoorbellPushBecomesAReceipt() throws {
         var s = Rig()
-        s.run(s.session.openPairing(until: 60_000_000, at: 0))
-        s.run(s.session.pressForwarded(eventID: "evt-1", doorbellName: "Front door", at: 0))
+        s.run(s.session.openPairing(until: 60_000_000, at: s.time))
+        s.run(s.session.pressForwarded(eventID: "evt-1", doorbellName: "Front door", at: s.time))
         s.connect(SMPResponderTests.phoneRPA)
         // ANCS found on a link not yet encrypted: the base station asks the phone to pair.
         #expect(s.link.smpSent == [SMPResponder.securityRequest.bytes])
@@ -176,7 +182,7 @@ struct PhoneSessionRig {
 
     @Test func aPairingRequestWithTheWindowClosedIsRefusedAndNothingIsBonded() throws {
         var s = Rig()
-        s.run(s.session.openPairing(until: 10_000_000, at: 0))
+        s.run(s.session.openPairing(until: 10_000_000, at: s.time))
         s.advance(to: 10_000_000)
         #expect(s.session.status.pairingOpenUntil == nil)
         s.connect(SMPResponderTests.phoneRPA)
@@ -194,7 +200,7 @@ struct PhoneSessionRig {
     @Test func aBondTheStoreCouldNotKeepIsNeverUsedAndTheLinkDrops() throws {
         var s = Rig()
         s.storeFailure = "disk full"
-        s.run(s.session.openPairing(until: 60_000_000, at: 0))
+        s.run(s.session.openPairing(until: 60_000_000, at: s.time))
         s.connect(SMPResponderTests.phoneRPA)
         _ = try s.pair()
         #expect(s.session.bonds.bonds.isEmpty && s.store.bonds.isEmpty)
@@ -210,11 +216,12 @@ struct PhoneSessionRig {
         let prand: [UInt8] = [0x55, 0x66, 0x77]
         let rpa = prand + SMPCrypto.ah(irk: SMPResponderTests.phoneIRK, prand: prand)
         s.connect(BLEIdentityAddress(type: 1, address: rpa))
-        #expect(s.session.status.connectedPhone == Rig.phoneID)
+        #expect(s.session.status.connectedPhone == nil, "an address proves nothing: not the phone before it encrypts with the bond")
         #expect(s.link.smpSent == [SMPResponder.securityRequest.bytes], "asked to encrypt, with the window closed")
         s.longTermKeyRequest()
         #expect(s.lastCommand == [0x01, 0x1A, 0x20, 18, 0x40, 0x00] + ltk.reversed())
         s.encrypt()
+        #expect(s.session.status.connectedPhone == Rig.phoneID)
         #expect(s.storedBonds.isEmpty && s.link.smpSent.count == 1, "no new pairing")
         #expect(s.session.status.readingNotifications)
         s.doorbellPush(uid: 9)
@@ -244,12 +251,15 @@ struct PhoneSessionRig {
         next.link.now = 120_000_000
         let prand: [UInt8] = [0x55, 0x66, 0x77]
         next.connect(BLEIdentityAddress(type: 1, address: prand + SMPCrypto.ah(irk: SMPResponderTests.phoneIRK, prand: prand)))
+        #expect(next.store.bonds.first?.name == PhoneLinkRig.deviceName, "the name read unencrypted waits for the bond's key")
+        next.longTermKeyRequest()
+        next.encrypt()
         #expect(next.store.bonds.first?.name == "Anna’s work phone")
         #expect(next.session.bonds.bonds.first?.name == "Anna’s work phone")
         #expect(next.storedBonds.isEmpty, "a rename is no new bond")
 
         // Forgotten while connected: the drop that follows must not write the bond back.
-        next.run(next.session.forget("Anna’s work phone", at: next.now))
+        next.run(next.session.forget("Anna’s work phone", at: next.time))
         next.disconnect()
         #expect(next.store.bonds.isEmpty && next.session.bonds.bonds.isEmpty)
     }
@@ -279,23 +289,23 @@ struct PhoneSessionRig {
         var (s, _) = try Self.paired()
         // Nothing ringing yet: the answer says so (the log does) and writes nothing.
         var writes = s.link.attSent.count
-        #expect(s.session.answered(at: s.now) == [.answered(dismissing: [])])
+        #expect(s.session.answered(at: s.time) == [.answered(dismissing: [])])
         #expect(s.link.attSent.count == writes)
         s.doorbellPush(uid: 0x0102_0304)
-        let answer = s.session.answered(at: s.now)
+        let answer = s.session.answered(at: s.time)
         #expect(answer.first == .answered(dismissing: [PhoneDismissal(phoneID: Rig.phoneID, uid: 0x0102_0304, title: "Front door")]))
         s.run(answer)
         #expect(s.link.written[Rig.cp] == [0x02, 0x04, 0x03, 0x02, 0x01, 0x01])
         #expect(s.session.queuedCommands == 0)
         // Answered again: nothing is ringing any more.
         writes = s.link.attSent.count
-        #expect(s.session.answered(at: s.now) == [.answered(dismissing: [])])
+        #expect(s.session.answered(at: s.time) == [.answered(dismissing: [])])
         #expect(s.link.attSent.count == writes)
     }
 
     @Test func forgettingAPhoneDropsItsLinkAndItsBondAndItIsAStrangerAfter() throws {
         var (s, _) = try Self.paired()
-        s.run(s.session.forget(Rig.phoneID, at: s.now))
+        s.run(s.session.forget(Rig.phoneID, at: s.time))
         #expect(s.outputs.suffix(3).map { if case .event = $0 { "event" } else { "\($0)" } } == ["forgetBond(id: \"\(Rig.phoneID)\")", "event", "disconnect"])
         #expect(s.lastCommand == [0x01, 0x06, 0x04, 3, 0x40, 0x00, 0x13])
         #expect(s.store.bonds.isEmpty && s.session.status.bonded == 0)
@@ -307,7 +317,7 @@ struct PhoneSessionRig {
 
     @Test func pairingThatStallsIsAbandonedAfterSMPsTimeout() throws {
         var s = Rig()
-        s.run(s.session.openPairing(until: 120_000_000, at: 0))
+        s.run(s.session.openPairing(until: 120_000_000, at: s.time))
         s.connect(SMPResponderTests.phoneRPA)
         s.smp(.pairingRequest(try SMPResponderTests.Phone().request))
         #expect(s.session.nextDeadline == SMPResponder.timeoutMicros)
@@ -328,10 +338,11 @@ struct PhoneSessionRig {
             var session = PhoneSession(settings: settings, bonds: PhoneBonds([bond]), localAddress: SMPResponderTests.baseStation)
             var now: Int64 = 0
             var out: [PhoneSession.Output] = []
-            out += session.handle(.connected(LEConnection(handle: 0x40, role: .peripheral, peerAddress: bond.address, peerAddressType: 0, intervalUnits: 24)), at: now)
-            out += session.handle(.encryptionChanged(handle: 0x40, enabled: true, status: 0), at: now)
-            out += session.handle(.gatt(.discoveredANCS(notificationSource: Rig.ns, controlPoint: Rig.cp, dataSource: Rig.ds)), at: now)
-            out += session.handle(.gatt(.written(handle: Rig.ns)), at: now)
+            out += session.handle(.connected(LEConnection(handle: 0x40, role: .peripheral, peerAddress: bond.address, peerAddressType: 0, intervalUnits: 24)), at: .at(now))
+            out += session.handle(.longTermKeyRequested(handle: 0x40, random: Array(repeating: 0, count: 8), ediv: 0), at: .at(now))
+            out += session.handle(.encryptionChanged(handle: 0x40, enabled: true, status: 0), at: .at(now))
+            out += session.handle(.gatt(.discoveredANCS(notificationSource: Rig.ns, controlPoint: Rig.cp, dataSource: Rig.ds)), at: .at(now))
+            out += session.handle(.gatt(.written(handle: Rig.ns)), at: .at(now))
             // The phone's view of the command in flight.
             var inFlight: (bytes: [UInt8], acked: Bool, answered: Bool, lastActivity: Int64)?
             func absorb(_ outputs: [PhoneSession.Output]) {
@@ -349,30 +360,30 @@ struct PhoneSessionRig {
                 let uid = UInt32(uids[i % uids.count])
                 var o: [PhoneSession.Output] = []
                 switch op {
-                case 0: o = session.handle(.gatt(.notification(handle: Rig.ns, Rig.added(uid, flags: uid % 3 == 0 ? [.preExisting] : [.negativeAction]))), at: now)
-                case 1: o = session.handle(.gatt(.notification(handle: Rig.ns, ANCSNotification(event: .removed, flags: [], category: .social, categoryCount: 0, uid: uid).bytes)), at: now)
+                case 0: o = session.handle(.gatt(.notification(handle: Rig.ns, Rig.added(uid, flags: uid % 3 == 0 ? [.preExisting] : [.negativeAction]))), at: .at(now))
+                case 1: o = session.handle(.gatt(.notification(handle: Rig.ns, ANCSNotification(event: .removed, flags: [], category: .social, categoryCount: 0, uid: uid).bytes)), at: .at(now))
                 case 2:
                     guard inFlight?.acked == false else { continue }
                     inFlight?.acked = true
-                    o = session.handle(.gatt(.written(handle: Rig.cp)), at: now)
+                    o = session.handle(.gatt(.written(handle: Rig.cp)), at: .at(now))
                 case 3:
                     guard let f = inFlight, f.bytes[0] == 0x00, !f.answered else { continue }
                     inFlight?.answered = true
                     inFlight?.lastActivity = now
                     let u = UInt32(f.bytes[1]) | UInt32(f.bytes[2]) << 8 | UInt32(f.bytes[3]) << 16 | UInt32(f.bytes[4]) << 24
-                    o = session.handle(.gatt(.notification(handle: Rig.ds, Rig.attributes(uid: u, app: Rig.app, title: "Front door", subtitle: "#K3QF7", message: ""))), at: now)
+                    o = session.handle(.gatt(.notification(handle: Rig.ds, Rig.attributes(uid: u, app: Rig.app, title: "Front door", subtitle: "#K3QF7", message: ""))), at: .at(now))
                 case 4:
                     guard inFlight?.acked == false else { continue }
                     inFlight = nil
-                    o = session.handle(.gatt(.writeFailed(handle: Rig.cp, error: 0xA2)), at: now)
+                    o = session.handle(.gatt(.writeFailed(handle: Rig.cp, error: 0xA2)), at: .at(now))
                 case 5:
                     now += Int64(uid) * 700_000
                     // A fetch unanswered for the assembler's timeout is given up (an action is not:
                     // its Write Response comes, or the ATT timeout drops the link).
                     if let f = inFlight, f.bytes[0] == 0x00, !f.answered, now - f.lastActivity >= settings.assembler.timeoutMicros { inFlight = nil }
-                    o = session.tick(at: now)
-                case 6: o = session.answered(at: now)
-                default: o = session.handle(.gatt(.notification(handle: Rig.ds, [0x00, UInt8(uid)])), at: now)
+                    o = session.tick(at: .at(now))
+                case 6: o = session.answered(at: .at(now))
+                default: o = session.handle(.gatt(.notification(handle: Rig.ds, [0x00, UInt8(uid)])), at: .at(now))
                 }
                 absorb(o)
                 #expect(session.queuedCommands <= settings.maxQueuedCommands)

@@ -22,14 +22,17 @@ final class BLEPhoneLinkTests: XCTestCase {
 
     /// A controller with extended advertising: the own iBeacon and the solicitation as two sets, the
     /// scan extended too; the phone still finds the base station, and after the drop only the
-    /// connectable set is enabled again.
+    /// connectable set is enabled again. The base station's name is in the connectable set's scan response.
     func testWithExtendedAdvertisingTheBeaconAndTheSolicitationAreTwoSets() throws {
-        let (lines, _) = try run(radioArguments: ["--extended-advertising"]) {
+        let (lines, truth) = try run(radioArguments: ["--extended-advertising"]) {
             $0.beacon = OwnBeacon(beacon: IBeacon(uuid: [UInt8](repeating: 0xE2, count: 16), major: 1, minor: 2, measuredPower: -59))
+            $0.ancsName = "Front door"
         }
         func count(_ s: String) -> Int { lines.snapshot.filter { $0.contains(s) }.count }
         eventually(30, "the phone connects twice and ANCS is discovered each time") { count("discoveredANCS") >= 2 }
         XCTAssertEqual(count("scan=extended"), 1, lines.snapshot.joined(separator: "\n"))
+        let said = (try? String(contentsOfFile: truth, encoding: .utf8)) ?? ""
+        XCTAssertTrue(said.contains("phone_advertised_name") && said.contains("Front door"), said)
     }
 
     /// The virtual air with a phone that drops its first link after 2 s, and a BLE radio on it with

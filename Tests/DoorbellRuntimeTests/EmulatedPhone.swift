@@ -19,12 +19,13 @@ struct EmulatedPhone {
         try requireFile(Paths.agentBinary, "doorbell-agent")
     }
 
-    static func start(_ dir: TempDir, maxSeconds: Int = 300) throws -> EmulatedPhone {
+    /// `extra`: more `virtual_radio.py` arguments (`--phone-intruder`, `--phone-name`, …).
+    static func start(_ dir: TempDir, maxSeconds: Int = 300, extra: [String] = []) throws -> EmulatedPhone {
         let scenario = try dir.write("scenario.json", #"{"name": "phone", "advertisers": [], "events": []}"#)
         let ready = dir.file("radio-ready.json"), control = dir.file("phone-control.jsonl")
         let radio = try Child(BLERadioTests.python, [BLERadioTests.virtualRadio, "--port", "0", "--scenario", scenario, "--phone",
                                                      "--phone-control", control, "--hold", "--max-seconds", String(maxSeconds),
-                                                     "--ready-file", ready],
+                                                     "--ready-file", ready] + extra,
                               dir: dir, name: "virtual-radio")
         eventually(30, "virtual controller ready") { FileManager.default.fileExists(atPath: ready) }
         let port = try JSONReader.parse(String(contentsOfFile: ready, encoding: .utf8))["port"]?.intValue ?? 0
@@ -32,6 +33,18 @@ struct EmulatedPhone {
     }
 
     func stop() { radio.stop() }
+
+    /// The agent's `[radio.ble]` on this phone's controller, with the phone link and the doorbell app.
+    var bleSection: String {
+        """
+        [radio.ble]
+        transport = "tcp"
+        address = "127.0.0.1:\(port)"
+        stall_s = 0
+        ancs = true
+        ancs_app = "\(PhonePushTests.topic)"
+        """
+    }
 
     /// What the phone reported doing (`paired`, `performed`, …), in order.
     func said(_ event: String) -> [JSONValue] {

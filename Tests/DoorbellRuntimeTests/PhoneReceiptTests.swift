@@ -26,7 +26,7 @@ final class PhoneReceiptTests: XCTestCase {
         // The phone on the virtual air, following a control file for what it is to show.
         let phone = try EmulatedPhone.start(dir)
         defer { phone.stop() }
-        let radio = phone.radio, port = phone.port
+        let radio = phone.radio
 
         // Accounts, the gateway by its key, the owner's phone.
         let owner = try api.expect(201, "POST", "/accounts", token: stack.adminToken, .object([("name", .string("Owner"))]))
@@ -36,12 +36,7 @@ final class PhoneReceiptTests: XCTestCase {
         [radio.rtl433]
         conf_file = "\(Paths.boardConf)"
         replay = ["\(Paths.repoRoot)/board/sim/recordings/front-door.ook"]
-        [radio.ble]
-        transport = "tcp"
-        address = "127.0.0.1:\(port)"
-        stall_s = 0
-        ancs = true
-        ancs_app = "\(PhonePushTests.topic)"
+        \(phone.bleSection)
         """
         let config = try dir.write("agent.toml", agentConfig(
             gateway: "gw-test", stateDir: fixture.stateDir, socket: socket, radio: radios,

@@ -291,7 +291,10 @@ systemctl is-enabled doorbell-agent; id doorbell-agent; stat -c '%U %a' /var/lib
         installer, LE Secure Connections bonding kept 0600 in /var/lib/doorbell-agent, the doorbell
         app's notification read back as push.displayed, a call as phone.notification without its
         text, `agentctl answer` dismissing on the phone, and after a restart of the agent the phone
-        (with a new private address) re-encrypts with its bond: no second pairing."""
+        (with a new private address) re-encrypts with its bond: no second pairing. Issue #26: the
+        receipt at the phone's Date and once ever (across the restart), a mail whose read a link drop
+        cut reported once the phone is back, and a central with the owner's address but not its
+        keys (MIC failure) leaving the bond as it was."""
         control = os.path.join(self.dir, "phone-control.jsonl")
         open(control, "w").close()
 
@@ -307,7 +310,8 @@ systemctl is-enabled doorbell-agent; id doorbell-agent; stat -c '%U %a' /var/lib
 
         app = "com.example.doorbell"
         # stall_s short: the phone stays linked across quiet stall times (nothing else advertises here).
-        self.configure(f'[radio.ble]\ntransport = "hci"\ndevice = "hci0"\nstall_s = 15\nancs = true\nancs_app = "{app}"')
+        self.configure(f'[radio.ble]\ntransport = "hci"\ndevice = "hci0"\nstall_s = 15\nancs = true\nancs_app = "{app}"\n'
+                       'ancs_notify = ["incoming_call", "email"]')
         radio = self.attach_controller({"name": "phone", "advertisers": [], "events": []}, "phone-radio",
                                        extra=("--phone", "--phone-control", control))
         self.wait_status("the BLE radio runs", lambda s: self.ble(s)["state"] == "running" and s["phones"] is not None, 60)
@@ -333,14 +337,27 @@ systemctl is-enabled doorbell-agent; id doorbell-agent; stat -c '%U %a' /var/lib
         self.assertTrue(self.status()["phones"]["reading_notifications"])
 
         # The doorbell app's alert, with the reference the cloud put in its subtitle.
-        tell(op="post", uid=41, category="other", app_id=app, title="Front door", subtitle="#K3QF7", message="Someone is at the door")
+        tell(op="post", uid=41, category="other", app_id=app, title="Front door", subtitle="#K3QF7", message="Someone is at the door",
+             date="20261126T162000")
         rig.wait_for("push.displayed delivered", 60, lambda: of_type("push.displayed"), 1.0)
         shown = of_type("push.displayed")
         self.assertEqual(len(shown), 1, shown)
         self.assertEqual(shown[0]["data"]["reference"], "K3QF7", shown)
+        # The phone's Date, read in the box's zone (the image's /etc/localtime: UTC).
+        self.assertEqual((shown[0]["data"]["displayed_at"], shown[0]["data"]["displayed_at_source"]),
+                         ("2026-11-26T16:20:00.000000Z", "phone"), shown)
+        # A mail whose attributes the link drop cuts: reported once the phone is back, and it is.
+        tell(op="drop_mid_response")
+        tell(op="post", uid=50, category="email", app_id="com.apple.mobilemail", title="Invoice", message="Amount due. " * 20)
+        rig.wait_for("the mail reported after the drop", 120,
+                     lambda: [n for n in of_type("phone.notification") if n["data"].get("uid") == 50], 1.0)
+        self.assertEqual(len(phone("dropped_mid_response")), 1, diag())
+        reads_41 = lambda: len([t for t in phone("command") if t.get("uid") == 41])
+        rig.wait_for("41 listed and read again on the new link", 60, lambda: reads_41() >= 2, 1.0)
         tell(op="post", uid=42, category="incoming_call", app_id="com.apple.mobilephone", title="Mum", message="Incoming call")
-        rig.wait_for("phone.notification delivered", 60, lambda: of_type("phone.notification"), 1.0)
-        call = of_type("phone.notification")
+        calls = lambda: [n for n in of_type("phone.notification") if n["data"].get("uid") == 42]
+        rig.wait_for("phone.notification delivered", 60, calls, 1.0)
+        call = calls()
         self.assertEqual([c["data"]["category"] for c in call], ["incoming_call"], call)
         self.assertNotIn("title", call[0]["data"], "titles stay on the base station by default")
         self.g.sh("runuser -u rig-installer -- agentctl answer")
@@ -357,11 +374,28 @@ systemctl is-enabled doorbell-agent; id doorbell-agent; stat -c '%U %a' /var/lib
             raise AssertionError(str(e) + diag())
         self.assertEqual(len(phone("paired")), 1, "the phone paired again instead of re-encrypting with its bond" + diag())
         self.assertGreater(len({t.get("address") for t in phone("connected")}), len(addresses), "the phone kept its private address")
+        rig.wait_for("41 read again after the restart", 120, lambda: reads_41() >= 3, 1.0)
+        time.sleep(5)  # what the read made is delivered by now
         self.assertEqual(len(of_type("push.displayed")), 1, "a pre-existing notification was reported again")
+        self.assertEqual(len([n for n in of_type("phone.notification") if n["data"].get("uid") == 50]), 1)
         # The bond remembers when the phone was last here (the stop dropped the link), on disk.
         bond = json.loads(self.g.sh("cat /var/lib/doorbell-agent/phones.json"))
         self.assertTrue(all(p.get("last_seen") and p.get("name") == "Anna’s iPhone" for p in bond["phones"]), bond)
+        self.assertEqual([p.get("receipts") for p in bond["phones"]], [["K3QF7"]], bond)
         self.detach_controller(radio)
+
+        # A central with the owner's identity address and no keys: three tries, each a MIC failure.
+        before = self.g.sh("cat /var/lib/doorbell-agent/phones.json")
+        intruder = self.attach_controller({"name": "intruder", "advertisers": [], "events": []}, "intruder-radio",
+                                          extra=("--phone", "--phone-intruder", "--phone-name", "Mallory’s iPhone"))
+        intrusions = lambda: [t for t in intruder.truth() if t["action"] == "phone_disconnected"]
+        rig.wait_for("three intrusions", 120, lambda: len(intrusions()) >= 3, 1.0)
+        self.assertEqual({t.get("reason") for t in intrusions()}, {0x3D}, "MIC failures")
+        self.assertEqual(self.g.sh("cat /var/lib/doorbell-agent/phones.json"), before, "the bond was changed by a device without its keys")
+        out = self.g.sh("runuser -u rig-installer -- agentctl phones")
+        self.assertIn("Anna’s iPhone: not connected", out)
+        self.assertIn("could not encrypt with its bond", json.dumps(self.status()["phones"]))
+        self.detach_controller(intruder)
 
     def attach_controller(self, scenario, name, extra=()):
         """A Bumble controller on the host, bridged to /dev/vhci: hci0, which bluetoothd powers up

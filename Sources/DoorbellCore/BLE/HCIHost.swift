@@ -225,7 +225,8 @@ public struct HCIHost: Sendable {
         }
         // A controller doing legacy advertising cannot use the extended scan commands at the same
         // time, so legacy advertising keeps the scanner on legacy too.
-        out += LEAdvertising.setup(beacon: settings.beacon, solicit: settings.ancsLink, extended: link.extendedAdvertising)
+        out += LEAdvertising.setup(beacon: settings.beacon, solicit: settings.ancsLink, name: settings.ancsName ?? "",
+                                   extended: link.extendedAdvertising)
         let interval = UInt16(Double(settings.intervalMs) / 0.625)
         let window = UInt16(Double(settings.windowMs) / 0.625)
         let type: UInt8 = settings.activeScan ? 1 : 0

@@ -17,6 +17,14 @@
 //   peripheral connection, and a refused command would cost the transport. Alternating two legacy
 //   configurations instead would take four commands per switch from the host, gaps between them,
 //   and still pause during a connection, so it is not done.
+//
+// The base station's name (`ancs_name`) goes into the scan response of the connectable
+// advertisement, where nothing else competes for room: the iBeacon (30 of 31 octets) and the
+// solicitation (flags 3 + 18 = 21 octets) stay as they were. Budgets, all legacy PDUs of 31 octets:
+// extended, set 1's scan response holds the name alone (up to 29 octets of UTF-8); legacy without a
+// beacon, the same; legacy with a beacon, the scan response is the solicitation (18) and the name
+// (up to 11 octets). A name longer than its room is cut on a character boundary and sent as the
+// Shortened Local Name (AD 0x08), else as the Complete Local Name (0x09).
 
 public enum LEAdvertising {
     /// Interval of the connectable solicitation, 211.25 ms in 0.625 ms units.
@@ -37,8 +45,21 @@ public enum LEAdvertising {
         return [0x02, 0x01, connectable ? 0x06 : 0x04, UInt8(m.count + 1), 0xFF] + m
     }
 
-    /// The commands that start advertising; empty when there is nothing to advertise.
-    static func setup(beacon: OwnBeacon?, solicit: Bool, extended: Bool) -> [(opcode: UInt16, params: [UInt8])] {
+    /// The Local Name AD structure within `room` octets: complete when it fits, else shortened on a
+    /// UTF-8 character boundary; empty when there is no name or no room for a character.
+    public static func localName(_ name: String, room: Int) -> [UInt8] {
+        let bytes = Array(name.utf8)
+        guard room >= 3, !bytes.isEmpty else { return [] }
+        if bytes.count + 2 <= room { return [UInt8(bytes.count + 1), 0x09] + bytes }
+        // Cut before the character the first dropped octet belongs to (not a continuation octet).
+        var n = room - 2
+        while n > 0, bytes[n] & 0xC0 == 0x80 { n -= 1 }
+        return n == 0 ? [] : [UInt8(n + 1), 0x08] + Array(bytes[..<n])
+    }
+
+    /// The commands that start advertising; empty when there is nothing to advertise. `name`: the
+    /// base station's name for the connectable advertisement's scan response (empty: none).
+    static func setup(beacon: OwnBeacon?, solicit: Bool, name: String = "", extended: Bool) -> [(opcode: UInt16, params: [UInt8])] {
         let sol = solicitation(GATTClient.ancsService)
         if solicit && extended {
             var out: [(opcode: UInt16, params: [UInt8])] = []
@@ -50,6 +71,8 @@ public enum LEAdvertising {
             }
             out.append((0x2036, extendedParameters(set: 1, properties: 0x0013, units: solicitationUnits)))
             out.append((0x2037, extendedData(set: 1, [0x02, 0x01, 0x06] + sol)))
+            let response = localName(name, room: 31)
+            if !response.isEmpty { out.append((0x2038, extendedData(set: 1, response))) }
             sets.append(1)
             out.append((0x2039, [0x01, UInt8(sets.count)] + sets.flatMap { [$0, 0, 0, 0] }))
             return out
@@ -61,7 +84,10 @@ public enum LEAdvertising {
                                                                     0, 0, 0, 0, 0, 0, 0x07, 0x00])]
         let ad = beacon.map { beaconData($0.beacon, connectable: solicit) } ?? [0x02, 0x01, 0x06] + sol
         out.append((0x2008, padded(ad)))
-        if solicit && beacon != nil { out.append((0x2009, padded(sol))) }
+        if solicit {
+            let response = beacon != nil ? sol + localName(name, room: 31 - sol.count) : localName(name, room: 31)
+            if !response.isEmpty { out.append((0x2009, padded(response))) }
+        }
         out.append((0x200A, [0x01]))
         return out
     }

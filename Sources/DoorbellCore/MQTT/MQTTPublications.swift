@@ -52,7 +52,7 @@ public enum MQTTPublications {
         case .doorbellLongDoublePressed: agentType = "long_double_press"
         case .doorbellLongTriplePressed: agentType = "long_triple_press"
         case .doorAnswered: return "press"  // the answer button's own entity (device_class button)
-        case .beaconEntered, .beaconExited, .gatewayEvicted, .gatewayDeadLetter, .pushDisplayed, .pushNotDisplayed, .phoneNotification, .phonePaired,
+        case .beaconEntered, .beaconExited, .gatewayEvicted, .gatewayDeadLetter, .pushDisplayed, .pushNotDisplayed, .phoneNotification, .phoneNotificationModified, .phoneNotificationRemoved, .phonePaired,
              .phonePairingFailed, .phoneForgotten: return nil
         }
         // doorbell.* events come from doorbell-kind devices only.

@@ -4,6 +4,12 @@
 // pairing. A value: the runtime's `BondStore` keeps it in the state directory (0600, written
 // durably) as the JSON below. Addresses are written most significant octet first, as people
 // and BlueZ write them ("4C:3A:…"); keys as hex in the order they travel on the air (LSO first).
+//
+// Beside the keys, what the base station must remember about the phone's notifications across
+// link drops and restarts (small and bounded, written only when it changes): the notifications
+// the phone announced live whose attributes were never read (reported when a later read
+// completes, even when the phone then lists them as pre-existing), and the references of the
+// pushes already reported as displayed (one `push.displayed` per push and phone, ever).
 
 public struct PhoneBond: Sendable, Equatable {
     /// The identity address (public or static random), most significant octet first.
@@ -14,6 +20,31 @@ public struct PhoneBond: Sendable, Equatable {
     public var name: String
     public var bondedAtMicros: Int64
     public var lastSeenMicros: Int64?
+    /// Notifications announced live and never read, oldest first (at most `maximumUnfinished`).
+    public var unfinished: [Unfinished] = []
+    /// References of the pushes reported as displayed, oldest first (at most `maximumReceipts`).
+    public var receipts: [String] = []
+
+    /// A notification the phone announced live (not pre-existing) whose read the link cut.
+    public struct Unfinished: Sendable, Equatable {
+        public var uid: UInt32
+        /// The ANCS CategoryID: a UID the phone reuses for another notification is not taken for it.
+        public var category: Int
+        public var announcedAtMicros: Int64
+        public init(uid: UInt32, category: Int, announcedAtMicros: Int64) {
+            self.uid = uid
+            self.category = category
+            self.announcedAtMicros = announcedAtMicros
+        }
+    }
+
+    /// Bounds of the two memories: a few link drops' worth of notifications, and far more pushes
+    /// than a phone keeps on its lock screen.
+    public static let maximumUnfinished = 32
+    public static let maximumReceipts = 64
+    /// An unfinished notification older than this is forgotten (the phone has long removed it, and
+    /// its UID may name another one).
+    public static let unfinishedLifetimeMicros: Int64 = 86_400_000_000
 
     public init(address: [UInt8], addressIsRandom: Bool, irk: [UInt8], ltk: [UInt8], name: String, bondedAtMicros: Int64, lastSeenMicros: Int64? = nil) {
         self.address = address
@@ -23,6 +54,33 @@ public struct PhoneBond: Sendable, Equatable {
         self.name = name
         self.bondedAtMicros = bondedAtMicros
         self.lastSeenMicros = lastSeenMicros
+    }
+
+    /// Remembers notifications whose read was cut, within the bounds; false when nothing changed.
+    public mutating func remember(unfinished new: [Unfinished], at now: Int64) -> Bool {
+        let before = unfinished
+        unfinished.removeAll { old in new.contains { $0.uid == old.uid } || now - old.announcedAtMicros >= Self.unfinishedLifetimeMicros }
+        unfinished += new
+        if unfinished.count > Self.maximumUnfinished { unfinished.removeFirst(unfinished.count - Self.maximumUnfinished) }
+        return unfinished != before
+    }
+
+    /// The unfinished notification with this UID and category, if remembered.
+    public func isUnfinished(uid: UInt32, category: Int) -> Bool { unfinished.contains { $0.uid == uid && $0.category == category } }
+
+    /// Its read completed (or it went): forgotten; false when it was not remembered.
+    public mutating func finished(uid: UInt32) -> Bool {
+        let count = unfinished.count
+        unfinished.removeAll { $0.uid == uid }
+        return unfinished.count != count
+    }
+
+    /// A push reported as displayed; false when it already was.
+    public mutating func receiptReported(_ reference: String) -> Bool {
+        guard !receipts.contains(reference) else { return false }
+        receipts.append(reference)
+        if receipts.count > Self.maximumReceipts { receipts.removeFirst(receipts.count - Self.maximumReceipts) }
+        return true
     }
 
     /// "4C:3A:0B:11:22:33" — the phone's id in events, status and `agentctl forget`.
@@ -64,6 +122,12 @@ public struct PhoneBonds: Sendable, Equatable {
         return bonds[i]
     }
 
+    /// Changes the bond with this id in place; false when it is gone or `change` says nothing changed.
+    public mutating func update(_ id: String, _ change: (inout PhoneBond) -> Bool) -> Bool {
+        guard let i = bonds.firstIndex(where: { $0.id == id }) else { return false }
+        return change(&bonds[i])
+    }
+
     /// The phone's Device Name; the bond when the name changed.
     public mutating func name(_ id: String, _ name: String) -> PhoneBond? {
         guard let i = bonds.firstIndex(where: { $0.id == id }), bonds[i].name != name else { return nil }
@@ -103,7 +167,12 @@ public struct PhoneBonds: Sendable, Equatable {
             .object([("address", .string(b.id)), ("address_type", .string(b.addressIsRandom ? "random" : "public")),
                      ("irk", .string(Hex.encode(b.irk))), ("ltk", .string(Hex.encode(b.ltk))), ("name", .string(b.name)),
                      ("bonded_at", .string(RFC3339.format(micros: b.bondedAtMicros))),
-                     ("last_seen", b.lastSeenMicros.map { .string(RFC3339.format(micros: $0)) } ?? .null)])
+                     ("last_seen", b.lastSeenMicros.map { .string(RFC3339.format(micros: $0)) } ?? .null),
+                     ("unfinished", .array(b.unfinished.map { u in
+                        .object([("uid", .number(Double(u.uid))), ("category", .number(Double(u.category))),
+                                 ("announced_at", .string(RFC3339.format(micros: u.announcedAtMicros)))])
+                     })),
+                     ("receipts", .array(b.receipts.map { .string($0) }))])
         }))])
     }
 
@@ -125,9 +194,17 @@ public struct PhoneBonds: Sendable, Equatable {
                 throw PhoneBondsError(description: "phone \(i + 1): irk and ltk must be 32 hex digits each")
             }
             guard let bonded = RFC3339.parse(try field("bonded_at")) else { throw PhoneBondsError(description: "phone \(i + 1): bonded_at is not a time") }
-            bonds.append(PhoneBond(address: octets, addressIsRandom: p["address_type"]?.stringValue == "random", irk: irk, ltk: ltk,
-                                   name: p["name"]?.stringValue ?? "", bondedAtMicros: bonded,
-                                   lastSeenMicros: p["last_seen"]?.stringValue.flatMap(RFC3339.parse)))
+            var bond = PhoneBond(address: octets, addressIsRandom: p["address_type"]?.stringValue == "random", irk: irk, ltk: ltk,
+                                 name: p["name"]?.stringValue ?? "", bondedAtMicros: bonded,
+                                 lastSeenMicros: p["last_seen"]?.stringValue.flatMap(RFC3339.parse))
+            // Absent in files of older agents; an entry that does not read is dropped (a memory, not a key).
+            bond.unfinished = Array((p["unfinished"]?.arrayValues ?? []).compactMap { u in
+                guard let uid = u["uid"]?.intValue.flatMap({ UInt32(exactly: $0) }), let category = u["category"]?.intValue,
+                      let at = u["announced_at"]?.stringValue.flatMap(RFC3339.parse) else { return nil }
+                return PhoneBond.Unfinished(uid: uid, category: Int(category), announcedAtMicros: at)
+            }.suffix(PhoneBond.maximumUnfinished))
+            bond.receipts = Array((p["receipts"]?.arrayValues ?? []).compactMap(\.stringValue).suffix(PhoneBond.maximumReceipts))
+            bonds.append(bond)
         }
         self.init(bonds)
     }

@@ -10,6 +10,13 @@
 // title, within the window); the cloud places it exactly by the reference. A phone that stayed
 // connected for the whole window after a press and showed nothing from the app is
 // `push.not_displayed` for that press. A phone that left during the window says nothing either way.
+// A push is reported displayed once per phone, ever: the session marks a notification whose
+// reference the bond already reported (`receiptReported`), and such a one is no receipt again.
+//
+// Local triggers: a new notification of a chosen category or app is `phone.notification`; the
+// same notification (its UID on that phone) modified or removed afterwards is
+// `phone.notification_modified` / `phone.notification_removed` (a call answered or declined, a
+// message read), remembered for the last `maximumShown` triggers per phone.
 
 public struct PhoneNotification: Sendable, Equatable {
     public enum Change: Sendable, Equatable { case added, modified, removed }
@@ -32,8 +39,13 @@ public struct PhoneNotification: Sendable, Equatable {
     public var title: String
     public var subtitle: String
     public var message: String
-    /// The phone's own time of the notification (ANCS Date attribute), Unix microseconds, if sent.
+    /// The phone's own time of the notification (ANCS Date attribute) as an instant, Unix
+    /// microseconds: nil when not sent or not plausible (see `PhoneSession`'s `localTime`).
     public var postedAtMicros: Int64?
+    /// The Date attribute as the phone wrote it (its local time, no zone).
+    public var phoneDate: ANCSDate?
+    /// Its push was already reported displayed by this phone (on an earlier link).
+    public var receiptReported = false
 
     public init(phoneID: String, uid: UInt32, change: Change = .added, category: Int = 0, preExisting: Bool = false,
                 hasNegativeAction: Bool = false, appID: String, title: String = "", subtitle: String = "", message: String = "",
@@ -104,6 +116,10 @@ public struct PhoneNotificationTracker: Sendable {
     private var presses: [Press] = []
     /// The doorbell app's newest notification per phone (what "answer" dismisses).
     private var ringing: [String: PhoneDismissal] = [:]
+    /// The notifications reported as `phone.notification` per phone, oldest first: their later
+    /// changes are reported too. Kept across the phone's link drops (UIDs stay valid on the phone).
+    private var shown: [String: [(uid: UInt32, category: String, appID: String)]] = [:]
+    static let maximumShown = 64
     /// Kept presses: a bound whatever the press rate (older ones get no receipt, nothing else).
     static let maximumPresses = 64
 
@@ -126,20 +142,25 @@ public struct PhoneNotificationTracker: Sendable {
         return out
     }
 
-    public mutating func notification(_ n: PhoneNotification, at now: Int64) -> [Output] {
-        var out = expire(at: now)
-        guard n.change != .removed else {
-            if ringing[n.phoneID]?.uid == n.uid { ringing[n.phoneID] = nil }
-            return out
-        }
+    public mutating func notification(_ n: PhoneNotification, at now: PhoneTime) -> [Output] {
+        var out = expire(at: now.monotonic)
         let name = connected[n.phoneID]
         var phone: [(String, JSONValue)] = [("id", .string(n.phoneID))]
         if let name { phone.append(("name", .string(name))) }
+        guard n.change != .removed else {
+            if ringing[n.phoneID]?.uid == n.uid { ringing[n.phoneID] = nil }
+            if let i = shown[n.phoneID]?.firstIndex(where: { $0.uid == n.uid }), let gone = shown[n.phoneID]?.remove(at: i) {
+                out.append(.event(type: "phone.notification_removed", data: .object([
+                    ("uid", .number(Double(n.uid))), ("category", .string(gone.category)), ("app_id", .string(gone.appID)),
+                    ("phone", .object(phone))])))
+            }
+            return out
+        }
         // No doorbell app configured (`ancs_app` empty): no receipts, even for a notification
         // whose app id could not be read.
         if !settings.doorbellAppID.isEmpty, n.appID == settings.doorbellAppID {
             if n.hasNegativeAction { ringing[n.phoneID] = PhoneDismissal(phoneID: n.phoneID, uid: n.uid, title: n.title) }
-            guard n.change == .added, let reference = Self.reference(in: n.subtitle) else { return out }
+            guard n.change == .added, !n.receiptReported, let reference = Self.reference(in: n.subtitle) else { return out }
             // The newest press of the doorbell the title names that this phone has not shown yet
             // (one it was waited for first). None: the cloud places it by the reference alone.
             let candidates = presses.indices.filter { presses[$0].doorbellName == n.title && !presses[$0].shownOn.contains(n.phoneID) }
@@ -150,17 +171,32 @@ public struct PhoneNotificationTracker: Sendable {
             }
             var data: [(String, JSONValue)] = [("reference", .string(reference))]
             if let press { data.append(("press_event_id", .string(presses[press].eventID))) }
-            data += [("phone", .object(phone)), ("displayed_at", .string(RFC3339.format(micros: n.postedAtMicros ?? now))),
-                     ("pre_existing", .bool(n.preExisting))]
+            // The phone's Date when it reads as an instant; else when the base station read it.
+            data += [("uid", .number(Double(n.uid))), ("phone", .object(phone)),
+                     ("displayed_at", .string(RFC3339.format(micros: n.postedAtMicros ?? now.wall))),
+                     ("displayed_at_source", .string(n.postedAtMicros == nil ? "read" : "phone"))]
+            if let d = n.phoneDate { data.append(("phone_time", .string(d.description))) }
+            data.append(("pre_existing", .bool(n.preExisting)))
             out.append(.event(type: "push.displayed", data: .object(data)))
             return out
         }
-        guard n.change == .added, !n.preExisting,
-              settings.triggerApps.contains(n.appID) || settings.triggerCategories.contains(n.categoryName) else { return out }
-        var data: [(String, JSONValue)] = [("category", .string(n.categoryName)), ("app_id", .string(n.appID)), ("phone", .object(phone)),
-                                           ("flags", .array(n.flags.names.map { .string($0) }))]
-        if settings.includeText { data += [("title", .string(n.title)), ("message", .string(n.message))] }
-        out.append(.event(type: "phone.notification", data: .object(data)))
+        let known = shown[n.phoneID]?.contains { $0.uid == n.uid } ?? false
+        let type: String
+        if n.change == .modified && known {
+            type = "phone.notification_modified"
+        } else {
+            // A modification of one not reported (it was there before the link) is no new notification.
+            guard n.change == .added, !n.preExisting, !known,
+                  settings.triggerApps.contains(n.appID) || settings.triggerCategories.contains(n.categoryName) else { return out }
+            type = "phone.notification"
+            shown[n.phoneID, default: []].append((n.uid, n.categoryName, n.appID))
+            if let count = shown[n.phoneID]?.count, count > Self.maximumShown { shown[n.phoneID]?.removeFirst(count - Self.maximumShown) }
+        }
+        var data: [(String, JSONValue)] = [("uid", .number(Double(n.uid))), ("category", .string(n.categoryName)), ("app_id", .string(n.appID)),
+                                           ("phone", .object(phone)), ("flags", .array(n.flags.names.map { .string($0) }))]
+        if let at = n.postedAtMicros { data.append(("posted_at", .string(RFC3339.format(micros: at)))) }
+        if settings.includeText { data += [("title", .string(n.title)), ("subtitle", .string(n.subtitle)), ("message", .string(n.message))] }
+        out.append(.event(type: type, data: .object(data)))
         return out
     }
 

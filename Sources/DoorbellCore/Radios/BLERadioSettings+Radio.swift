@@ -36,9 +36,11 @@ extension BLERadioSettings: Radio {
                         help: "with `ancs`: the doorbell app's bundle id; its notification of a press on a connected phone is reported as `push.displayed` (the cloud records it per push), and a connected phone that shows none within `ancs_receipt_window_s` as `push.not_displayed`; empty: no receipts"),
             RadioOption("ancs_receipt_window_s", .int(10...3_600, default: 120), help: "with `ancs`: how long after a press a connected phone has to show it"),
             RadioOption("ancs_notify", .strings(default: ["incoming_call"]),
-                        help: "with `ancs`: ANCS categories (`incoming_call`, `missed_call`, `voicemail`, `social`, `schedule`, `email`, `news`, `health_and_fitness`, `business_and_finance`, `location`, `entertainment`, `other`) and app bundle ids whose new notifications become `phone.notification` events, which `[[action]]`s with `on = [\"phone.notification\"]` can ring or flash"),
+                        help: "with `ancs`: ANCS categories (`incoming_call`, `missed_call`, `voicemail`, `social`, `schedule`, `email`, `news`, `health_and_fitness`, `business_and_finance`, `location`, `entertainment`, `other`) and app bundle ids whose new notifications become `phone.notification` events, their later changes and removal `phone.notification_modified` / `phone.notification_removed` (same `uid`), which `[[action]]`s with `on = [\"phone.notification\"]` (or the others) can ring, flash or stop"),
             RadioOption("ancs_share_text", .bool(default: false),
-                        help: "with `ancs`: put the notification's title and message into `phone.notification` events; off, they never leave the base station"),
+                        help: "with `ancs`: put the notification's title, subtitle and message into `phone.notification` (and `_modified`) events; off, they never leave the base station"),
+            RadioOption("ancs_name", .string(default: nil),
+                        help: "with `ancs`: the name in the connectable advertisement's scan response, what the owner sees when pairing (default: the `gateway_id`); at most 29 bytes of UTF-8, and on a controller without extended advertising with a `[beacon]` only the first 11 are sent (as the Shortened Local Name)"),
             RadioOption("stall_s", .int(0...86_400, default: 120),
                         help: "no advertising report for this long: the controller is reset and the radio shows `degraded` until reports flow again (0 = off); while a phone is connected (`ancs`) the scan is switched off and on instead, since a reset would drop the phone"),
             RadioOption("command_timeout_ms", .int(100...60_000, default: 2_000),
@@ -103,6 +105,13 @@ extension BLERadioSettings: Radio {
             b.ancsNotify = v
         }
         if let v = s.bool("ancs_share_text") { b.ancsShareText = v }
+        if let v = s.string("ancs_name") {
+            if v.isEmpty || v.utf8.count > 29 {
+                s.report("ancs_name", "must be 1 to 29 bytes of UTF-8 (what a scan response holds), found \(v.utf8.count)")
+            } else {
+                b.ancsName = v
+            }
+        }
         if let v = s.int("stall_s") { b.stallSeconds = v }
         if let v = s.int("command_timeout_ms") { b.commandTimeoutMs = v }
         return b

@@ -16,6 +16,10 @@ Every change of state is one JSON line on stdout, {"phone": "<event>", ...}, and
 radio's truth file as action "phone_<event>" (see README.md "The emulated iPhone").
 
 open_mode=True is the earlier phone: no pairing, open characteristics, one fixed address.
+intruder=True is not the owner's phone but a central that connects from the owner's identity
+address (public, as the phone's own is) without its keys: it lets the base station read its Device
+Name, then starts encryption with a key of its own, which the link refuses (MIC failure); it tries
+`intrusions` times, reconnecting after each drop.
 """
 from __future__ import annotations
 
@@ -28,7 +32,7 @@ import sys
 import time
 import uuid as uuid_mod
 
-from bumble import hci
+from bumble import hci, ll
 from bumble.att import ATT_Error, Attribute
 from bumble.controller import Controller
 from bumble.device import Device
@@ -115,6 +119,47 @@ class Notification:
         return None if v is None else v.encode()
 
 
+class ScanningController(Controller):
+    """The phone's controller. Bumble's answers its own active scan of a legacy advertisement with
+    the advertising data again as the scan response; a real one hears the advertiser's scan
+    response data, which is what this one reports (the base station's name and, beside a beacon,
+    the solicitation are there)."""
+
+    def on_advertising_pdu(self, pdu) -> None:
+        if not self.le_scan_enable or not isinstance(pdu, (ll.AdvInd, ll.AdvExtInd)):
+            return super().on_advertising_pdu(pdu)
+        scanning, self.le_scan_enable = self.le_scan_enable, False
+        try:
+            super().on_advertising_pdu(pdu)  # a pending connection, without Bumble's own reports
+        finally:
+            self.le_scan_enable = scanning
+        address = pdu.advertiser_address
+        response = b""
+        for c in self.link.controllers:
+            la = getattr(c, "le_legacy_advertiser", None)
+            if c is not self and la is not None and la.enabled and la.address == address:
+                response = bytes(la.scan_response_data)
+            # Sets share the controller's address: the one that sent this data.
+            for adv_set in getattr(c, "advertising_sets", {}).values() if c is not self else ():
+                if adv_set.enabled and adv_set.address == address and bytes(adv_set.data) == bytes(pdu.data):
+                    response = bytes(adv_set.scan_response_data)
+        if self.le_features & hci.LeFeatureMask.LE_EXTENDED_ADVERTISING:
+            kinds = hci.HCI_LE_Extended_Advertising_Report_Event.EventType
+            for event_type, data in ((kinds.CONNECTABLE_ADVERTISING, pdu.data), (kinds.SCAN_RESPONSE, response)):
+                self.send_hci_packet(hci.HCI_LE_Extended_Advertising_Report_Event([
+                    hci.HCI_LE_Extended_Advertising_Report_Event.Report(
+                        event_type=event_type, address_type=address.address_type, address=address,
+                        primary_phy=hci.Phy.LE_1M, secondary_phy=hci.Phy.LE_1M, advertising_sid=0, tx_power=0,
+                        rssi=-50, periodic_advertising_interval=0, direct_address_type=0,
+                        direct_address=hci.Address.ANY, data=data)]))
+        else:
+            kinds = hci.HCI_LE_Advertising_Report_Event.EventType
+            for event_type, data in ((kinds.ADV_IND, pdu.data), (kinds.SCAN_RSP, response)):
+                self.send_hci_packet(hci.HCI_LE_Advertising_Report_Event([
+                    hci.HCI_LE_Advertising_Report_Event.Report(event_type=event_type, address_type=address.address_type,
+                                                              address=address, data=data, rssi=-50)]))
+
+
 class GuardedCharacteristic(Characteristic):
     """A characteristic whose refusals (link not encrypted) carry the phone's error code and are
     reported as a JSON line."""
@@ -147,7 +192,7 @@ class Phone:
                  open_mode: bool = False, irk: bytes | None = None, notifications: list[dict] | None = None,
                  control_path: str | None = None, drop_mid_response: bool = False,
                  encrypt_on_connect: bool = True, security_error: int = INSUFFICIENT_AUTHENTICATION,
-                 name: str = "Anna’s iPhone") -> None:
+                 name: str = "Anna’s iPhone", intruder: bool = False, intrusions: int = 3) -> None:
         self.link = link
         self.name = name  # GAP Device Name, readable unencrypted as on iOS
         self.truth = truth
@@ -159,6 +204,9 @@ class Phone:
         self.drop_mid_response = drop_mid_response
         self.encrypt_on_connect = encrypt_on_connect
         self.security_error = security_error
+        self.intruder = intruder
+        self.names_seen: set[tuple[int, bytes]] = set()
+        self.intrusions = intrusions
         self.connecting = False
         self.connection = None
         self.securing = False
@@ -188,11 +236,15 @@ class Phone:
     async def start(self) -> None:
         if self.open_mode:
             address = hci.Address(self.identity, hci.Address.RANDOM_DEVICE_ADDRESS)
-            self.controller = Controller("phone", link=self.link)
+            self.controller = ScanningController("phone", link=self.link)
+        elif self.intruder:
+            # The owner's identity address on the air, as is: what an address-only check lets in.
+            address = hci.Address(self.identity, hci.Address.PUBLIC_DEVICE_ADDRESS)
+            self.controller = ScanningController("phone", link=self.link, public_address=self.identity)
         else:
             # The identity is public, as an iPhone's is; the air only ever sees private addresses.
             address = hci.Address.generate_private_address(self.irk)
-            self.controller = Controller("phone", link=self.link, public_address=self.identity)
+            self.controller = ScanningController("phone", link=self.link, public_address=self.identity)
         self.device = Device(name=self.name, address=address,
                              host=Host(self.controller, AsyncPipeSink(self.controller)))
         self.device.irk = self.irk
@@ -238,7 +290,18 @@ class Phone:
 
     # ---- finding and connecting to the base station ----------------------------------------------
     def _advertisement(self, adv) -> None:
-        if self.connecting or ancs_solicitation_ad() not in bytes(adv.data_bytes):
+        # The advertisement with its scan response when the scanner merged them.
+        data = bytes(adv.data_bytes) + bytes(adv.data)
+        if ancs_solicitation_ad() not in data:
+            return
+        # The Local Name (complete 0x09 or shortened 0x08), as iOS shows it: once per name seen.
+        for t, v in adv.data.ad_structures:
+            if int(t) in (0x08, 0x09) and (int(t), bytes(v)) not in self.names_seen:
+                self.names_seen.add((int(t), bytes(v)))
+                self.emit("advertised_name", name=bytes(v).decode(errors="replace"), shortened=int(t) == 0x08)
+        if self.connecting:
+            return
+        if self.intruder and self.intrusions <= 0:
             return
         self.connecting = True
         self.spawn(self._connect(adv.address))
@@ -246,9 +309,10 @@ class Phone:
     async def _connect(self, address) -> None:
         try:
             await self.device.stop_scanning()
-            if not self.open_mode:
+            if not self.open_mode and not self.intruder:
                 await self._new_private_address()
-            await self.device.connect(address, own_address_type=hci.OwnAddressType.RANDOM, timeout=10)
+            own = hci.OwnAddressType.PUBLIC if self.intruder else hci.OwnAddressType.RANDOM
+            await self.device.connect(address, own_address_type=own, timeout=10)
         except Exception as e:  # a failed attempt: scan and try again
             log.warning("phone: connect failed: %s", e)
             self.connecting = False
@@ -272,11 +336,27 @@ class Phone:
         connection.on("disconnection", lambda reason: self._gone(connection, reason))
         if self.open_mode:
             return
+        if self.intruder:
+            # Time for the base station to read the Device Name, then encryption with a made-up key.
+            self.intrusions -= 1
+            asyncio.get_running_loop().call_later(1.5, lambda: self.spawn(self._intrude(connection)))
+            return
         connection.on("security_request", lambda auth_req: self.spawn(self._secure(connection, "security_request")))
         connection.on("pairing", lambda keys: self.emit("paired", peer=str(connection.peer_address).split("/")[0]))
         connection.on("connection_encryption_change", lambda: self._encryption_changed(connection))
         if self.encrypt_on_connect:
             self.spawn(self._secure(connection, "bonded_reconnect", only_if_bonded=True))
+
+    async def _intrude(self, connection) -> None:
+        if self.connection is not connection:
+            return
+        self.emit("intruding", method="encrypt_without_the_bond")
+        try:
+            await self.device.send_command(hci.HCI_LE_Enable_Encryption_Command(
+                connection_handle=connection.handle, random_number=bytes(8), encrypted_diversifier=0,
+                long_term_key=os.urandom(16)))
+        except Exception as e:  # the drop that follows says the rest
+            log.warning("intruder: encryption command failed: %s", e)
 
     async def _drop(self, connection, why: str) -> None:
         self.emit("dropping", why=why)

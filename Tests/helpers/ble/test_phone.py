@@ -429,5 +429,40 @@ class CommandLineTests(unittest.IsolatedAsyncioTestCase):
             self.assertEqual(sum(x["action"] == "phone_connected" for x in truth), 1)
 
 
+class IntruderTests(AirTestCase):
+    """Not the owner's phone: the owner's identity address without its keys."""
+
+    async def test_the_intruder_connects_from_the_owners_address_and_its_encryption_fails_with_a_mic_failure(self):
+        phone, base = await self.connect(intruder=True, intrusions=1, name="Mallory")
+        self.assertEqual(str(base.connection.peer_address).split("/")[0], PHONE_IDENTITY)
+        # The base station has a bond for that address: it answers with the owner's key.
+        base.device.on("connection", lambda c: None)
+        owner_ltk = os.urandom(16)
+
+        async def ltk(connection_handle, rand, ediv):
+            return owner_ltk
+        base.device.host.long_term_key_provider = ltk
+        await until(lambda: phone.events("intruding"), "the intruder to start encryption")
+        await until(lambda: phone.events("disconnected"), "the link to fail", seconds=10)
+        self.assertEqual(phone.events("disconnected")[0]["reason"], hci.HCI_ErrorCode.CONNECTION_TERMINATED_DUE_TO_MIC_FAILURE_ERROR)
+        self.assertFalse(base.connection.is_encrypted)
+
+
+class AdvertisedNameTests(AirTestCase):
+    async def test_the_phone_reports_the_name_in_the_scan_response(self):
+        link = HarnessLink()
+        self.phone = RecordingPhone(link, PHONE_IDENTITY)
+        self.base = BaseStation(link)
+        await self.base.device.power_on()
+        self.base.device.on("connection", self.base._connection)
+        data = bytes([2, 1, 6]) + ancs_phone.ancs_solicitation_ad()
+        await self.base.device.start_advertising(advertising_data=data, scan_response_data=bytes([8, 0x09]) + b"gw-0001",
+                                                 own_address_type=hci.OwnAddressType.PUBLIC,
+                                                 advertising_interval_min=20, advertising_interval_max=20)
+        await self.phone.start()
+        await until(lambda: self.phone.events("advertised_name"), "the name")
+        self.assertEqual(self.phone.events("advertised_name")[0], {"phone": "advertised_name", "name": "gw-0001", "shortened": False})
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

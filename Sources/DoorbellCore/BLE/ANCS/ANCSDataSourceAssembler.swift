@@ -32,6 +32,13 @@ public struct ANCSDate: Hashable, Sendable, CustomStringConvertible {
         (year, month, day, hour, minute, second) = (y, mo, d, h, mi, s)
     }
 
+    /// The Unix time this reading would be if the phone's zone were UTC (the pure part of turning
+    /// it into an instant; the zone's offset is the caller's).
+    public var unixSecondsIfUTC: Int64 {
+        RetryAfter.daysFromCivil(year: Int64(year), month: Int64(month), day: Int64(day)) * 86_400
+            + Int64(hour) * 3_600 + Int64(minute) * 60 + Int64(second)
+    }
+
     public var description: String {
         func two(_ v: Int) -> String { v < 10 ? "0\(v)" : "\(v)" }
         return "\(year)-\(two(month))-\(two(day))T\(two(hour)):\(two(minute)):\(two(second))"
