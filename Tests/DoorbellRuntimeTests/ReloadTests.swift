@@ -47,6 +47,9 @@ final class ReloadTests: XCTestCase {
         XCTAssertTrue(agent.stderr.contains("config.reload_rejected"), agent.stderr)
         XCTAssertEqual(try inject("garage"), 1, "garage is still known, but inside its cooldown")
         let r = try runCommand(Paths.agentctlBinary, ["inject", "press", "--device", "garage", "--socket", socket])
-        XCTAssertTrue(r.stderr.contains("within the cooldown"), "the old config (with garage) is still running: \(r.stderr)")
+        // Right after the last inject this one is a repeat of that press (within repeat_gap_ms):
+        // either answer names garage as a known device, so the old config is still running.
+        XCTAssertTrue(r.stderr.contains("within the cooldown") || r.stderr.contains("merged into the previous press of garage"),
+                      "the old config (with garage) is still running: \(r.stderr)")
     }
 }
