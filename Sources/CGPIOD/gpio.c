@@ -64,14 +64,6 @@ static doorbell_gpio_line *take(const char *path, unsigned offset, int output, c
     return handle;
 }
 
-doorbell_gpio_line *doorbell_gpio_request_edges(const char *path, unsigned offset, const char *consumer) {
-    return take(path, offset, 0, consumer, 0);
-}
-
-doorbell_gpio_line *doorbell_gpio_request_output(const char *path, unsigned offset, const char *consumer, int initial) {
-    return take(path, offset, 1, consumer, initial);
-}
-
 int doorbell_gpio_fd(doorbell_gpio_line *h) { return gpiod_line_event_get_fd(h->line); }
 int doorbell_gpio_get(doorbell_gpio_line *h) { return gpiod_line_get_value(h->line); }
 int doorbell_gpio_set(doorbell_gpio_line *h, int value) { return gpiod_line_set_value(h->line, value); }
@@ -172,14 +164,6 @@ out:
     return handle;
 }
 
-doorbell_gpio_line *doorbell_gpio_request_edges(const char *path, unsigned offset, const char *consumer) {
-    return take(path, offset, 0, consumer, 0);
-}
-
-doorbell_gpio_line *doorbell_gpio_request_output(const char *path, unsigned offset, const char *consumer, int initial) {
-    return take(path, offset, 1, consumer, initial);
-}
-
 int doorbell_gpio_fd(doorbell_gpio_line *h) { return gpiod_line_request_get_fd(h->request); }
 
 int doorbell_gpio_get(doorbell_gpio_line *h) {
@@ -210,3 +194,12 @@ void doorbell_gpio_release(doorbell_gpio_line *h) {
     free(h);
 }
 #endif
+
+// Both APIs: take() requests one line as a both-edge input or an output at a raw level.
+doorbell_gpio_line *doorbell_gpio_request_edges(const char *path, unsigned offset, const char *consumer) {
+    return take(path, offset, 0, consumer, 0);
+}
+
+doorbell_gpio_line *doorbell_gpio_request_output(const char *path, unsigned offset, const char *consumer, int initial) {
+    return take(path, offset, 1, consumer, initial);
+}
