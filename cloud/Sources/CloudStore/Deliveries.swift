@@ -129,19 +129,17 @@ extension CloudStore {
     /// `deliveries_due` index yields the batch without sorting every pending row (a whole event's
     /// pushes share one due time anyway). The outer condition is re-checked on PostgreSQL when a
     /// concurrent claim wins the row lock, so a row is claimed once.
-    /// On PostgreSQL the inner SELECT locks its rows `FOR UPDATE SKIP LOCKED`: two servers
-    /// claiming at once take disjoint batches instead of one waiting on the other's row locks
-    /// (SQLite has one writer, so nothing to skip).
+    /// Not `FOR UPDATE SKIP LOCKED` (yet): with it in the inner SELECT, FanOutTests'
+    /// two-fan-outs test saw one of the two claim nothing at all (issue #27, 10, left open).
     public func claimDue(now: Int64, limit: Int, leaseMilliseconds: Int64, owner: String) async throws(StoreError) -> [Delivery] {
         try await withConnection { (db) async throws(StoreError) in
-            let skipLocked = db.backend == "PostgreSQL" ? " FOR UPDATE SKIP LOCKED" : ""
-            return try await db.query(
+            try await db.query(
                 """
                 UPDATE deliveries SET next_attempt_at_ms = $2, lease_owner = $4
                 WHERE state = 'pending' AND next_attempt_at_ms <= $1 AND (event_id, token) IN (
                     SELECT event_id, token FROM deliveries
                     WHERE state = 'pending' AND next_attempt_at_ms <= $1
-                    ORDER BY next_attempt_at_ms LIMIT $3\(skipLocked))
+                    ORDER BY next_attempt_at_ms LIMIT $3)
                 RETURNING \(Self.deliveryColumns)
                 """, [.integer(now), .integer(now + leaseMilliseconds), .integer(Int64(limit)), .text(owner)],
                 operation: "claim due deliveries"
