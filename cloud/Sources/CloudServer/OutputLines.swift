@@ -108,6 +108,10 @@ public final class LineQueue: Sendable {
     /// Lines dropped since start because the queue was full.
     public var dropped: Int { state.withLock { $0.droppedTotal } }
 
+    /// Lines the writer has taken off the queue and not finished writing (a blocked stdout
+    /// keeps them there); the queue holds up to `capacity` more.
+    public var inFlight: Int { state.withLock { $0.writing } }
+
     /// Queues `line` (without its newline); drops it if `capacity` lines are waiting.
     public func enqueue(_ line: String) {
         let queued = state.withLock { state -> Bool in

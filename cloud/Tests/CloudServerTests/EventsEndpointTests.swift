@@ -111,11 +111,23 @@ final class CapturedLines: Sendable {
         _ = fcntl(ends[1], F_SETFL, flags | O_NONBLOCK)
         let block = [UInt8](repeating: UInt8(ascii: "."), count: 4096)
         for _ in 0..<1_000 where write(ends[1], block, block.count) > 0 {}
+        // A pipe with less than a page free refuses a whole page but takes smaller writes (the
+        // queue's lines): fill the rest a byte at a time.
+        for _ in 0..<8_192 where write(ends[1], block, 1) > 0 {}
         _ = fcntl(ends[1], F_SETFL, flags)
         let queue = LineQueue(fileDescriptor: ends[1], capacity: 50)
         let filler = OutputLines(queue: queue)
         for n in 0..<200 { filler.unavailable(attempt: n, of: 200) }
-        #expect(queue.dropped >= 100, "the queue is full")
+        // The writer takes a batch off the queue and blocks writing it into the full pipe; once
+        // it holds one, top the queue up until a line is refused: then every new line is dropped.
+        #expect(await eventually(30) { queue.inFlight > 0 }, "the writer is blocked on the full pipe")
+        var refused = false
+        for n in 0..<1_000 where !refused {
+            let before = queue.dropped
+            filler.unavailable(attempt: n, of: 1_000)
+            refused = queue.dropped > before
+        }
+        #expect(refused && queue.dropped >= 100, "the queue is full")
         let droppedBefore = queue.dropped
 
         let keys = try GatewayKeys(secret: secret, publicKey: GatewayPublicKey(deviceKey().publicKey))
