@@ -22,6 +22,21 @@ public struct LeasePolicy: Sendable, Equatable {
     /// an unanswered push is recorded as not sent (and sent again later).
     public var drainMilliseconds: Int64 { requestTimeoutMilliseconds + 2_000 }
 
+    /// The longest an idle fan-out sleeps before it looks at the queue again. Other servers on
+    /// the same database queue pushes (their ingests wake only themselves) and leave pushes
+    /// behind when they die (due when their lease runs out): a server that slept until its own
+    /// next due push would miss both. A tenth of the lease, so a dead server's pushes are taken
+    /// within `leaseMilliseconds + idleCheckMilliseconds` of their claim; at least 1 s, so an
+    /// idle server costs one indexed `MIN()` a second at most.
+    public var idleCheckMilliseconds: Int64 { max(leaseMilliseconds / 10, 1_000) }
+
+    /// The most outcomes the fan-out holds before writing them (one transaction), and the
+    /// longest it holds one. A push APNs answered but whose outcome is not yet written is sent
+    /// again if the process is killed: these two bound those duplicates beyond the pushes
+    /// truly in flight (sent, not yet answered), while still sharing one commit among several.
+    public static let outcomeGroupLimit = 8
+    public static let outcomeDelayMilliseconds: Int64 = 20
+
     /// The longest a claimed push waits, beyond its due time, after its process died.
     public func worstCaseDelayAfterCrash(restartedAsSameInstance: Bool, restartMilliseconds: Int64) -> Int64 {
         restartedAsSameInstance ? min(restartMilliseconds, leaseMilliseconds) : leaseMilliseconds

@@ -101,17 +101,20 @@ public final class FanOut: Sendable {
                 continue
             }
             if sent > 0 || isStopping { continue }
+            // Never longer than the idle check: other servers' new and orphaned pushes wake no one here.
             let next = (try? await store.nextDueTime()) ?? nil
             let now = clock()
-            let wait = next.map { max(0, $0 - now) } ?? 3_600_000
+            let wait = min(next.map { max(0, $0 - now) } ?? lease.idleCheckMilliseconds, lease.idleCheckMilliseconds)
             if wait > 0 { await sleep(milliseconds: wait) }
         }
     }
 
-    /// One result of a pass's task group: a push's outcome, or the drain deadline after `stop()`.
+    /// One result of a pass's task group: a push's outcome, the drain deadline after `stop()`,
+    /// or the moment the oldest unwritten outcome must be written.
     private enum Finished: Sendable {
         case push(CloudStore.Outcome, Delivery)
         case drainDeadline
+        case flushDue
     }
 
     /// Sends every delivery due now, batch after batch. Returns how many were attempted.
@@ -120,10 +123,12 @@ public final class FanOut: Sendable {
         let due = try await store.claimDue(now: clock(), limit: batchSize, leaseMilliseconds: lease.leaseMilliseconds, owner: owner)
         guard !due.isEmpty else { return 0 }
         let limit = max(client.settings.concurrency, 1)
-        // Outcomes are written in groups (one transaction, one fsync); a group is flushed when it
-        // is full or nothing else is in flight, so a lone push is recorded at once.
+        // Outcomes are written in groups (one transaction, one fsync), but small and young ones
+        // (LeasePolicy.outcomeGroupLimit, .outcomeDelayMilliseconds): an answered push whose
+        // outcome is not written yet is pushed again after a SIGKILL.
         var finished: [(CloudStore.Outcome, Delivery)] = []
-        let groupSize = max(limit / 2, 1)
+        let groupSize = min(max(limit / 2, 1), LeasePolicy.outcomeGroupLimit)
+        var flushTimerRunning = false
         var started = 0
         await withTaskGroup(of: Finished.self) { group in
             // After stop(), pushes on the wire get lease.drainMilliseconds to finish.
@@ -140,7 +145,18 @@ public final class FanOut: Sendable {
                 case .push(let outcome, let delivery):
                     running -= 1
                     finished.append((outcome, delivery))
-                    if finished.count >= groupSize { await flush(&finished) }
+                    if finished.count >= groupSize || running == 0 {
+                        await flush(&finished)
+                    } else if !flushTimerRunning {
+                        flushTimerRunning = true
+                        group.addTask {
+                            try? await Task.sleep(for: .milliseconds(LeasePolicy.outcomeDelayMilliseconds))
+                            return .flushDue
+                        }
+                    }
+                case .flushDue:
+                    flushTimerRunning = false
+                    await flush(&finished)
                 case .drainDeadline:
                     if !Task.isCancelled {
                         logger.warning("fan-out: pushes still unanswered at the end of the drain; cancelled, sent again later",
@@ -158,7 +174,7 @@ public final class FanOut: Sendable {
                 started += 1
             }
             while running > 0, let result = await group.next() { await take(result) }
-            group.cancelAll()  // the drain watchdog
+            group.cancelAll()  // the drain watchdog and a flush timer
         }
         await flush(&finished)
         if started < due.count {
@@ -242,16 +258,22 @@ public final class FanOut: Sendable {
         defer { finished.removeAll(keepingCapacity: true) }
         let effects: [CloudStore.TokenEffect]
         do {
-            effects = try await store.record(finished, now: clock())
+            effects = try await store.record(finished, now: clock(), owner: owner)
         } catch {
             // The pushes happened (or not); their rows stay pending and are attempted again.
             logger.error("fan-out: could not record \(finished.count) push outcomes", metadata: ["error": "\(error)"])
             return
         }
-        stats.withLock { stats in
-            for ((outcome, _), effect) in zip(finished, effects) { stats.count(outcome, effect) }
+        let superseded = effects.filter { $0 == .superseded }.count
+        if superseded > 0 {
+            // Our lease ran out and another server took these: its outcome stands, not ours.
+            logger.warning("fan-out: outcomes not recorded, another server holds those pushes now",
+                           metadata: ["count": "\(superseded)", "owner": "\(owner)"])
         }
-        for ((outcome, delivery), effect) in zip(finished, effects) { onOutcome(delivery, outcome, effect) }
+        stats.withLock { stats in
+            for ((outcome, _), effect) in zip(finished, effects) where effect != .superseded { stats.count(outcome, effect) }
+        }
+        for ((outcome, delivery), effect) in zip(finished, effects) where effect != .superseded { onOutcome(delivery, outcome, effect) }
         let pruned = effects.filter { $0 == .pruned }.count
         if pruned > 0 { logger.info("pruned dead device tokens", metadata: ["count": "\(pruned)"]) }
     }

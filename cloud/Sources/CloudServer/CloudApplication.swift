@@ -41,6 +41,8 @@ public func makeRouter(events: EventsEndpoint, api: AppAPI? = nil) -> Router<Bas
             "conflicting_duplicates": .int(Int64(events.conflicts.current)),
             "apns_provider_token": tokens.map { .string($0.health.name) } ?? .null,
             "apns_provider_tokens_signed": .int(Int64(tokens?.signed ?? 0)),
+            // Output lines dropped because stdout's reader fell too far behind (`LineQueue`).
+            "stdout_lines_dropped": .int(Int64(OutputLines.standardOutputQueue.dropped)),
         ])
     }
     router.post("events") { request, context in

@@ -132,22 +132,48 @@ enum CloudSchema {
             PRIMARY KEY (gateway_id, phone_id)
         );
 
-        CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL);
+        CREATE TABLE IF NOT EXISTS schema_version (
+            id      BIGINT PRIMARY KEY NOT NULL DEFAULT 1 CHECK (id = 1),
+            version BIGINT NOT NULL
+        );
         """
+
+    /// The PostgreSQL advisory lock a migration holds (to its transaction's end): servers
+    /// starting at once on one database migrate one after the other, the later ones finding
+    /// the work done. Any constant will do; this one is "doorbell" in ASCII.
+    static let migrationLock: Int64 = 0x646F_6F72_6265_6C6C
 
     /// Creates what is missing. Idempotent, so every start runs it.
     static func migrate(_ database: any SQLDatabase) async throws(StoreError) {
         try await database.withConnection { (db) async throws(StoreError) in try await migrate(db) }
     }
 
+    /// PostgreSQL: the whole migration is one transaction under `migrationLock`, so two servers
+    /// migrating a fresh database at once neither race on `CREATE TABLE IF NOT EXISTS` (which
+    /// is not safe concurrently there) nor both write a version row. SQLite serialises writers
+    /// on its own, and the upgrade is a transaction.
     private static func migrate(_ db: any SQLConnection) async throws(StoreError) {
+        guard db.backend == "PostgreSQL" else { return try await migrateHoldingLock(db, inTransaction: false) }
+        try await db.transaction("migrate schema") { () async throws(StoreError) in
+            try await db.query("SELECT pg_advisory_xact_lock($1)", [.integer(migrationLock)], operation: "lock schema migration")
+            try await migrateHoldingLock(db, inTransaction: true)
+        }
+    }
+
+    private static func migrateHoldingLock(_ db: any SQLConnection, inTransaction: Bool) async throws(StoreError) {
         try await db.execute(script: script, operation: "create schema")
-        let current = try await db.query("SELECT version FROM schema_version", [], operation: "read schema version")
-        if current.rows.isEmpty {
+        // MAX: a schema_version table from before its key may hold a row per racing server.
+        let current = try await db.query("SELECT MAX(version) FROM schema_version", [], operation: "read schema version")
+        let stored = current.rows.first?.integer(0)
+        if stored == nil {
             try await db.query("INSERT INTO schema_version (version) VALUES ($1)", [.integer(version)],
                          operation: "write schema version")
-        } else if let found = current.rows[0].integer(0), found < version {
-            try await db.transaction("upgrade schema from version \(found) to \(version)") { () async throws(StoreError) in
+        } else if let found = stored, found < version {
+            func upgrade(_ body: () async throws(StoreError) -> Void) async throws(StoreError) {
+                if inTransaction { return try await body() }
+                try await db.transaction("upgrade schema from version \(found) to \(version)", body)
+            }
+            try await upgrade { () async throws(StoreError) in
                 if found < 2 {
                     try await db.query("ALTER TABLE deliveries ADD COLUMN lease_owner TEXT", [], operation: "add deliveries.lease_owner")
                 }
@@ -181,7 +207,7 @@ enum CloudSchema {
                 }
                 try await db.query("UPDATE schema_version SET version = $1", [.integer(version)], operation: "write schema version")
             }
-        } else if let found = current.rows[0].integer(0), found > version {
+        } else if let found = stored, found > version {
             throw StoreError(operation: "open database", code: 0,
                              message: "the database has schema version \(found), newer than this doorbell-cloud (\(version)); upgrade doorbell-cloud",
                              backend: db.backend)

@@ -129,6 +129,8 @@ extension CloudStore {
     /// `deliveries_due` index yields the batch without sorting every pending row (a whole event's
     /// pushes share one due time anyway). The outer condition is re-checked on PostgreSQL when a
     /// concurrent claim wins the row lock, so a row is claimed once.
+    /// Not `FOR UPDATE SKIP LOCKED` (yet): with it in the inner SELECT, FanOutTests'
+    /// two-fan-outs test saw one of the two claim nothing at all (issue #27, 10, left open).
     public func claimDue(now: Int64, limit: Int, leaseMilliseconds: Int64, owner: String) async throws(StoreError) -> [Delivery] {
         try await withConnection { (db) async throws(StoreError) in
             try await db.query(
@@ -236,71 +238,78 @@ extension CloudStore {
         case pruned
         case flagged
         case kept
+        /// Not recorded: the push is no longer this fan-out's (its lease ran out and another
+        /// server claimed it, or it was settled meanwhile). The new owner's outcome stands.
+        case superseded
     }
 
     /// Records one attempt's outcome in one transaction.
     @discardableResult
-    public func record(_ outcome: Outcome, for delivery: Delivery, now: Int64) async throws(StoreError) -> TokenEffect {
-        try await record([(outcome, delivery)], now: now)[0]
+    public func record(_ outcome: Outcome, for delivery: Delivery, now: Int64,
+                       owner: String? = nil) async throws(StoreError) -> TokenEffect {
+        try await record([(outcome, delivery)], now: now, owner: owner)[0]
     }
 
     /// Records several outcomes in one transaction: one fsync for a group of pushes instead of
     /// one each, which is what lets the fan-out keep up with APNs.
-    public func record(_ outcomes: [(Outcome, Delivery)], now: Int64) async throws(StoreError) -> [TokenEffect] {
+    ///
+    /// - Parameter owner: the fan-out that claimed them; a push whose `lease_owner` is no longer
+    ///   `owner` (another server took it when the lease ran out) is left alone, `.superseded`.
+    ///   nil: unfenced (a push recorded outside a fan-out).
+    public func record(_ outcomes: [(Outcome, Delivery)], now: Int64, owner: String? = nil) async throws(StoreError) -> [TokenEffect] {
         guard !outcomes.isEmpty else { return [] }
         return try await withConnection { (db) async throws(StoreError) -> [TokenEffect] in
             try await db.transaction("record \(outcomes.count) push outcomes") { () async throws(StoreError) -> [TokenEffect] in
                 var effects: [TokenEffect] = []
                 effects.reserveCapacity(outcomes.count)
                 for (outcome, delivery) in outcomes {
-                    effects.append(try await Self.record(outcome, for: delivery, now: now, db))
+                    effects.append(try await Self.record(outcome, for: delivery, now: now, owner: owner, db))
                 }
                 return effects
             }
         }
     }
 
-    private static func record(_ outcome: Outcome, for delivery: Delivery, now: Int64,
+    private static func record(_ outcome: Outcome, for delivery: Delivery, now: Int64, owner: String?,
                                _ db: any SQLConnection) async throws(StoreError) -> TokenEffect {
-        func update(_ state: DeliveryState, status: Int64?, reason: String?, next: Int64? = nil) async throws(StoreError) {
-            try await db.query(
+        // Fenced: only a pending push still leased to `owner` is this fan-out's to settle.
+        let fence = owner == nil ? "" : " AND state = 'pending' AND lease_owner = $8"
+        func update(_ state: DeliveryState, status: Int64?, reason: String?, next: Int64? = nil) async throws(StoreError) -> Bool {
+            var parameters: [SQLValue] = [
+                .text(delivery.eventID), .text(delivery.token), .text(state.rawValue), status.map(SQLValue.integer) ?? .null,
+                .optional(reason), next.map(SQLValue.integer) ?? .null, .integer(now)]
+            if let owner { parameters.append(.text(owner)) }
+            return try await db.query(
                 """
                 UPDATE deliveries SET state = $3, attempts = attempts + 1, last_status = $4, last_reason = $5,
                     next_attempt_at_ms = COALESCE($6, next_attempt_at_ms), updated_at_ms = $7, lease_owner = NULL
-                WHERE event_id = $1 AND token = $2
-                """,
-                [.text(delivery.eventID), .text(delivery.token), .text(state.rawValue), status.map(SQLValue.integer) ?? .null,
-                 .optional(reason), next.map(SQLValue.integer) ?? .null, .integer(now)],
-                operation: "record push")
+                WHERE event_id = $1 AND token = $2\(fence)
+                """, parameters, operation: "record push").changes > 0
         }
         switch outcome {
         case .delivered:
-            try await update(.delivered, status: 200, reason: nil)
-            return .none
+            return try await update(.delivered, status: 200, reason: nil) ? .none : .superseded
         case .unregistered(let reason, let timestamp):
-            try await update(.unregistered, status: 410, reason: reason)
+            guard try await update(.unregistered, status: 410, reason: reason) else { return .superseded }
             // A phone that registered the token again after APNs saw it die has the app back.
             let pruned = try await db.query(
                 "DELETE FROM phones WHERE token = $1 AND registered_at_ms <= $2",
                 [.text(delivery.token), .integer(timestamp)], operation: "prune token").changes
             return pruned > 0 ? .pruned : .kept
         case .badDeviceToken:
-            try await update(.failed, status: 400, reason: "BadDeviceToken")
+            guard try await update(.failed, status: 400, reason: "BadDeviceToken") else { return .superseded }
             try await db.query("UPDATE phones SET bad_token_count = bad_token_count + 1 WHERE token = $1",
                          [.text(delivery.token)], operation: "flag token")
             let pruned = try await db.query("DELETE FROM phones WHERE token = $1 AND bad_token_count >= 2",
                                       [.text(delivery.token)], operation: "prune token").changes
             return pruned > 0 ? .pruned : .flagged
         case .retry(let status, let reason, let at):
-            if at > delivery.expiresAtMilliseconds {
-                try await update(.expired, status: status, reason: reason)
-            } else {
-                try await update(.pending, status: status, reason: reason, next: at)
-            }
-            return .none
+            let recorded = at > delivery.expiresAtMilliseconds
+                ? try await update(.expired, status: status, reason: reason)
+                : try await update(.pending, status: status, reason: reason, next: at)
+            return recorded ? .none : .superseded
         case .failed(let status, let reason):
-            try await update(.failed, status: status, reason: reason)
-            return .none
+            return try await update(.failed, status: status, reason: reason) ? .none : .superseded
         }
     }
 }

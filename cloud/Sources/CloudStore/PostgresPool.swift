@@ -332,8 +332,16 @@ public final class PostgresPool: SQLDatabase {
         return "\(error.code)"
     }
 
+    /// Every statement doorbell-cloud runs is a short one: a statement still running after this
+    /// is stuck behind a lock or a sick server, and failing it (the request gets a 503, the
+    /// fan-out retries) beats holding a pool session and the rows it locked for ever. The
+    /// connection string's `options=-c statement_timeout=…` overrides it.
+    public static let defaultStatementTimeout = "30s"
+
     private static func startupParameters(_ settings: PostgresSettings) -> [(String, String)] {
-        [("application_name", settings.applicationName)] + settings.startupParameters.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
+        var parameters = settings.startupParameters
+        if parameters["statement_timeout"] == nil { parameters["statement_timeout"] = defaultStatementTimeout }
+        return [("application_name", settings.applicationName)] + parameters.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
     }
 
     private static func tlsConfiguration(_ settings: PostgresSettings) -> TLSConfiguration {

@@ -79,6 +79,11 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Pushes in flight at once on the APNs connection.")
     var apnsConcurrency = 100
 
+    @Option(help: ArgumentHelp(
+        "A push unanswered after this long is sent again later. It also sets the lease (2 × this + 30 s): how late another server sharing the database takes over the pushes of one that died.",
+        valueName: "seconds"))
+    var apnsRequestTimeoutSeconds: Int64 = 15
+
     @Option(help: ArgumentHelp("How much lower (Linux nice, 0-19) the fan-out's threads run than the request threads; 0: the same.",
                                valueName: "n"))
     var fanOutNiceness: Int32 = 5
@@ -121,6 +126,7 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError("--apns-key needs --apns-key-id, --apns-team-id and at least one --apns-topic")
         }
         guard (1...1000).contains(apnsConcurrency) else { throw ValidationError("--apns-concurrency must be 1...1000") }
+        guard (1...300).contains(apnsRequestTimeoutSeconds) else { throw ValidationError("--apns-request-timeout-seconds must be 1...300") }
         guard (0...19).contains(fanOutNiceness) else { throw ValidationError("--fan-out-niceness must be 0...19") }
         guard pushTTLSeconds > 0 else { throw ValidationError("--push-ttl-seconds must be > 0") }
         guard beaconIntervalSeconds >= 0 else { throw ValidationError("--beacon-interval-seconds must be ≥ 0") }
@@ -171,6 +177,7 @@ struct Serve: AsyncParsableCommand {
             settings.caFile = apnsCA
             settings.concurrency = apnsConcurrency
             settings.niceness = fanOutNiceness
+            settings.requestTimeoutSeconds = apnsRequestTimeoutSeconds
             let apns = try APNsClient(settings: settings, logger: logger)
             client = apns
             let lines = OutputLines.standardOutput
@@ -228,10 +235,13 @@ struct Serve: AsyncParsableCommand {
         } catch {
             await client?.shutdown()
             await closeStores(store, fanOutStore)
+            OutputLines.standardOutputQueue.drain(withinMilliseconds: 2_000)
             throw error
         }
         await client?.shutdown()
         await closeStores(store, fanOutStore)
+        // The last PUSH lines of the drain; bounded, in case nobody reads stdout.
+        OutputLines.standardOutputQueue.drain(withinMilliseconds: 2_000)
     }
 
     private func closeStores(_ store: CloudStore, _ fanOutStore: CloudStore) async {

@@ -98,6 +98,74 @@ final class CapturedLines: Sendable {
         #expect(stored.first?.verified == ["v1", "v1a"])
     }
 
+    /// Issue #27, 12: stdout is a pipe nobody reads (full): events are still accepted, their
+    /// lines beyond the queue's capacity are dropped and counted, and once the reader reads
+    /// again it gets the queued lines and a `DROPPED <n>` line for the gap.
+    @Test func aBlockedStdoutPipeDoesNotStallIngest() async throws {
+        var ends: [Int32] = [0, 0]
+        #expect(pipe(&ends) == 0)
+        defer { close(ends[0]); close(ends[1]) }
+        // Fill the pipe until it would block, then the queue: its writer blocks on its first
+        // write, so of 200 lines at most 50 wait and the rest are dropped.
+        let flags = fcntl(ends[1], F_GETFL)
+        _ = fcntl(ends[1], F_SETFL, flags | O_NONBLOCK)
+        let block = [UInt8](repeating: UInt8(ascii: "."), count: 4096)
+        for _ in 0..<1_000 where write(ends[1], block, block.count) > 0 {}
+        // A pipe with less than a page free refuses a whole page but takes smaller writes (the
+        // queue's lines): fill the rest a byte at a time.
+        for _ in 0..<8_192 where write(ends[1], block, 1) > 0 {}
+        _ = fcntl(ends[1], F_SETFL, flags)
+        let queue = LineQueue(fileDescriptor: ends[1], capacity: 50)
+        let filler = OutputLines(queue: queue)
+        for n in 0..<200 { filler.unavailable(attempt: n, of: 200) }
+        // The writer takes a batch off the queue and blocks writing it into the full pipe; once
+        // it holds one, top the queue up until a line is refused: then every new line is dropped.
+        #expect(await eventually(30) { queue.inFlight > 0 }, "the writer is blocked on the full pipe")
+        var refused = false
+        for n in 0..<1_000 where !refused {
+            let before = queue.dropped
+            filler.unavailable(attempt: n, of: 1_000)
+            refused = queue.dropped > before
+        }
+        #expect(refused && queue.dropped >= 100, "the queue is full")
+        let droppedBefore = queue.dropped
+
+        let keys = try GatewayKeys(secret: secret, publicKey: GatewayPublicKey(deviceKey().publicKey))
+        let events = EventsEndpoint(fallbackKeys: keys, store: store, output: OutputLines(queue: queue),
+                                    clock: .fixed(seconds: Self.now))
+        let app = Application(router: makeRouter(events: events))
+        let accepted = Mutex(0)
+        // Bounded: a stalled ingest fails here instead of hanging the suite.
+        let posting = Task {
+            try await app.test(.router) { client in
+                for n in 0..<20 {
+                    let id = "019a4f6e-2b1c-7c3d-8e9f-0a1b2c3d4f\(String(format: "%02d", n))"
+                    let body = body(id: id)
+                    if try await post(client, body: body, headers: headers(id: id, body: body)).0 == .ok {
+                        accepted.withLock { $0 += 1 }
+                    }
+                }
+            }
+        }
+        #expect(await eventually(30) { accepted.withLock { $0 } == 20 }, "every event accepted while stdout is blocked")
+        if accepted.withLock({ $0 }) == 20 { try await posting.value } else { posting.cancel() }
+        #expect(queue.dropped >= droppedBefore + 20, "their lines were dropped and counted")
+        #expect(try await store.allEvents().count == 20)
+
+        // The reader comes back: what was queued arrives, then the count of what was not.
+        var text = ""
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        _ = fcntl(ends[0], F_SETFL, O_NONBLOCK)
+        let drained = await eventually(30) {
+            let count = read(ends[0], &buffer, buffer.count)
+            if count > 0 { text += String(decoding: buffer[0..<count], as: UTF8.self) }
+            return text.contains("DROPPED ")
+        }
+        #expect(drained, "a DROPPED line once the reader is back")
+        let reported = text.split(separator: "\n").filter { $0.hasPrefix("DROPPED ") }.compactMap { Int($0.dropFirst(8)) }
+        #expect(reported.reduce(0, +) <= queue.dropped && !reported.isEmpty, "\(reported) of \(queue.dropped)")
+    }
+
     @Test func badSignatureIs401() async throws {
         let app = Application(router: makeRouter(events: try endpoint()))
         let body = body(id: "e1")

@@ -97,6 +97,25 @@ import Testing
         #expect(try await store.claimDue(now: 20_000 + lease, limit: 10, leaseMilliseconds: lease, owner: "host-b").count == 1)
     }
 
+    /// Issue #27, 10: a server whose lease ran out (stalled, or its answers slow) and whose
+    /// push another server took meanwhile records nothing: the new owner's outcome stands,
+    /// and a late retry does not put a delivered push back in the queue (a second ring).
+    @Test func aLateOutcomeUnderAnExpiredLeaseDoesNotOverwriteTheNewOwners() async throws {
+        _ = try await ingest("e1")
+        let mine = try #require(try await store.claimDue(now: 1_000, limit: 10, leaseMilliseconds: 500, owner: "host-a").first)
+        let theirs = try #require(try await store.claimDue(now: 1_500, limit: 10, leaseMilliseconds: 500, owner: "host-b").first)
+        // host-a's late answer, before and after host-b's own: neither is written.
+        #expect(try await store.record(.delivered, for: mine, now: 1_600, owner: "host-a") == .superseded)
+        #expect(try await store.record(.delivered, for: theirs, now: 1_700, owner: "host-b") == CloudStore.TokenEffect.none)
+        #expect(try await store.record(.retry(status: 503, reason: "ServiceUnavailable", at: 2_000), for: mine, now: 1_800,
+                                       owner: "host-a") == .superseded)
+        #expect(try await store.record(.unregistered(reason: "Unregistered", timestampMs: 5_000), for: mine, now: 1_800,
+                                       owner: "host-a") == .superseded)
+        let row = try #require(try await store.deliveries(eventID: "e1").first)
+        #expect(row.state == .delivered && row.attempts == 1 && row.lastStatus == 200, "\(row)")
+        #expect(try await store.phone(token: token) != nil, "a superseded 410 prunes nothing")
+    }
+
     /// A graceful stop hands the claimed pushes it did not start back at once.
     @Test func releasedLeasesAreDueAtOnce() async throws {
         _ = try await ingest("e1")
