@@ -23,8 +23,6 @@ struct doorbell_gpio_line {
     struct gpiod_line *line;
 };
 
-int doorbell_gpio_api(void) { return 1; }
-
 int doorbell_gpio_chip_describe(const char *path, char *label, size_t cap, unsigned *lines) {
     struct gpiod_chip *chip = gpiod_chip_open(path);
     if (!chip) return -1;
@@ -93,8 +91,6 @@ struct doorbell_gpio_line {
     struct gpiod_edge_event_buffer *events;
     unsigned offset;
 };
-
-int doorbell_gpio_api(void) { return 2; }
 
 int doorbell_gpio_chip_describe(const char *path, char *label, size_t cap, unsigned *lines) {
     struct gpiod_chip *chip = gpiod_chip_open(path);

@@ -3,7 +3,7 @@ import DoorbellCore
 import Glibc
 
 // The only file that touches GPIO, through CGPIOD's small C face, which is libgpiod 1.6 or 2.x
-// depending on the system it was built for (GPIO.api says which). Chips are found by label,
+// depending on the system it was built for. Chips are found by label,
 // because numbers move: a Pi 5's header is on the RP1 chip (`pinctrl-rp1`), earlier Pis have it
 // on `pinctrl-bcm2835` / `pinctrl-bcm2711`, and gpiochip numbering changed between kernels.
 
@@ -20,9 +20,6 @@ public struct GPIOChipInfo: Sendable, Equatable {
 
 public enum GPIO {
     public static let consumer = "doorbell-agent"
-
-    /// "libgpiod 1" or "libgpiod 2": which API this build calls (status, `--version`).
-    public static var api: String { "libgpiod \(doorbell_gpio_api())" }
 
     /// Every GPIO chip this process can open, for error messages and `agentctl status`.
     public static func chips() -> [GPIOChipInfo] {

@@ -14,8 +14,6 @@ typedef struct {
     uint64_t timestamp_ns; // CLOCK_MONOTONIC on kernels >= 5.7
 } doorbell_gpio_edge;
 
-/// 1 or 2: the libgpiod API this build uses.
-int doorbell_gpio_api(void);
 /// The chip's label and line count; 0, or -1 with errno set.
 int doorbell_gpio_chip_describe(const char *path, char *label, size_t label_cap, unsigned *lines);
 /// Who holds a line (for "in use by ..."); 0 and an empty string when unknown.
