@@ -41,6 +41,31 @@ done:
     if (!ok) ERR_clear_error();
     return ok;
 }
+// HMAC-SHA256 keyed once (the webhook secret): the MAC is fetched and the key set up at start,
+// and each message only resets the context (HMAC() fetches and keys it on every call: 4x slower).
+static inline EVP_MAC_CTX *doorbell_hmac_sha256_new(const unsigned char *key, size_t key_len) {
+    EVP_MAC *mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
+    EVP_MAC_CTX *ctx = mac ? EVP_MAC_CTX_new(mac) : NULL;
+    EVP_MAC_free(mac); // the context keeps its own reference
+    char digest[] = "SHA256";
+    OSSL_PARAM params[] = { OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0), OSSL_PARAM_construct_end() };
+    if (ctx == NULL || EVP_MAC_init(ctx, key, key_len, params) != 1) {
+        EVP_MAC_CTX_free(ctx);
+        ERR_clear_error();
+        return NULL;
+    }
+    return ctx;
+}
+
+// The MAC of a || b (a prefix and a body, so nothing is concatenated); `out` holds 32 bytes.
+static inline int doorbell_hmac_sha256(EVP_MAC_CTX *ctx, const unsigned char *a, size_t a_len,
+                                       const unsigned char *b, size_t b_len, unsigned char *out) {
+    size_t n = 0;
+    int ok = EVP_MAC_init(ctx, NULL, 0, NULL) == 1 && EVP_MAC_update(ctx, a, a_len) == 1
+        && EVP_MAC_update(ctx, b, b_len) == 1 && EVP_MAC_final(ctx, out, &n, 32) == 1 && n == 32;
+    if (!ok) ERR_clear_error();
+    return ok;
+}
 // Bluetooth LE Secure Connections pairing (BLE/SMP/SMPCrypto.swift). Byte strings are most
 // significant octet first, as libcrypto and the Core specification's tables write them.
 

@@ -21,31 +21,44 @@ public struct WebhookSecret: Sendable {
     }
 }
 
-/// Not Sendable: it holds the private key and lives on the delivery thread.
+/// Not Sendable: it holds the private key and lives on the delivery thread. Both keys are set up
+/// in libcrypto once, here, not per delivery.
 public struct WebhookSigner {
-    public var hmacSecret: WebhookSecret?
-    public var deviceKey: Ed25519SigningKey?
+    public let hmacSecret: WebhookSecret?
+    public let deviceKey: Ed25519SigningKey?
+    private let hmac: HMACSHA256.Keyed?
+    private let ed25519: Ed25519Signer?
 
-    public init(hmacSecret: WebhookSecret?, deviceKey: Ed25519SigningKey?) {
+    public init(hmacSecret: WebhookSecret?, deviceKey: Ed25519SigningKey?) throws(SigningError) {
         self.hmacSecret = hmacSecret
         self.deviceKey = deviceKey
+        hmac = hmacSecret.map { HMACSHA256.Keyed(key: $0.keyBytes) }
+        do { ed25519 = try deviceKey.map { k throws(Ed25519Error) in try Ed25519Signer(key: k) } } catch {
+            throw SigningError(description: "cannot use the device key: \(error). Move the key file aside to have a new one made, then enroll its public key again (agentctl pubkey).")
+        }
     }
 
-    static func signedContent(id: String, timestamp: Int64, body: [UInt8]) -> [UInt8] {
-        Array("\(id).\(timestamp).".utf8) + body
-    }
+    static func prefix(id: String, timestamp: Int64) -> [UInt8] { Array("\(id).\(timestamp).".utf8) }
 
     public func v1(id: String, timestamp: Int64, body: [UInt8]) -> String? {
-        guard let hmacSecret else { return nil }
-        let mac = HMACSHA256.authenticationCode(Self.signedContent(id: id, timestamp: timestamp, body: body), key: hmacSecret.keyBytes)
-        return "v1," + Base64.encode(mac)
+        v1(prefix: Self.prefix(id: id, timestamp: timestamp), body: body)
+    }
+
+    func v1(prefix: [UInt8], body: [UInt8]) -> String? {
+        guard let hmac else { return nil }
+        return "v1," + Base64.encode(hmac.authenticationCode(prefix: prefix, body))
     }
 
     public func v1a(id: String, timestamp: Int64, body: [UInt8]) throws(SigningError) -> String? {
-        guard let deviceKey else { return nil }
+        try v1a(prefix: Self.prefix(id: id, timestamp: timestamp), body: body)
+    }
+
+    func v1a(prefix: [UInt8], body: [UInt8]) throws(SigningError) -> String? {
+        guard let ed25519 else { return nil }
+        var content = prefix
+        content.append(contentsOf: body)
         do {
-            let sig = try deviceKey.signature(for: Self.signedContent(id: id, timestamp: timestamp, body: body))
-            return "v1a," + Base64.encode(sig)
+            return "v1a," + Base64.encode(try ed25519.signature(for: content))
         } catch {
             throw SigningError(description: "Ed25519 signing failed: \(error)")
         }
@@ -53,7 +66,8 @@ public struct WebhookSigner {
 
     /// The `webhook-signature` header value: every signature we can make, space-separated.
     public func signatureHeader(id: String, timestamp: Int64, body: [UInt8]) throws(SigningError) -> String {
-        let parts = [v1(id: id, timestamp: timestamp, body: body), try v1a(id: id, timestamp: timestamp, body: body)].compactMap { $0 }
+        let prefix = Self.prefix(id: id, timestamp: timestamp)
+        let parts = [v1(prefix: prefix, body: body), try v1a(prefix: prefix, body: body)].compactMap { $0 }
         guard !parts.isEmpty else { throw SigningError(description: "no signing key configured") }
         return parts.joined(separator: " ")
     }

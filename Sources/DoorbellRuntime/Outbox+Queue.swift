@@ -31,7 +31,7 @@ extension Outbox {
         return try transaction { () throws(OutboxError) -> OutboxBatchResult in
             try write(memory: memory)
             guard !events.isEmpty else { return OutboxBatchResult(entries: [], evicted: [], report: nil) }
-            var sequence = try queryInt("SELECT value FROM meta WHERE key = 'last_sequence'") ?? 0
+            var sequence = try queryInt(Self.lastSequenceQuery) ?? 0
             var entries: [OutboxEntry] = []
             entries.reserveCapacity(events.count)
             for event in events {
@@ -58,7 +58,9 @@ extension Outbox {
                                               lastError: nil, clock: clock)
                 }
             }
-            try run("UPDATE meta SET value = ? WHERE key = 'last_sequence'", [.int(sequence)])
+            // Only when rows left (the newest may have been evicted); otherwise the table's last
+            // key is the last sequence and the meta page stays out of the commit.
+            if !evicted.isEmpty { try run("UPDATE meta SET value = MAX(value, ?) WHERE key = 'last_sequence'", [.int(sequence)]) }
             return OutboxBatchResult(entries: entries, evicted: evicted, report: reportEntry)
         }
     }
@@ -135,7 +137,8 @@ extension Outbox {
     /// The broker acknowledged these (PUBACK); rows no other sink waits for leave. One transaction.
     public func acknowledgeMQTT(_ ids: [String]) throws(OutboxError) {
         guard !ids.isEmpty else { return }
-        try transaction { () throws(OutboxError) in
+        try transaction(acknowledgements: ids.count) { () throws(OutboxError) in
+            try keepLastSequence()
             for id in ids {
                 try run("UPDATE events SET sinks = sinks & ~2 WHERE id = ? AND sinks & 2 != 0", [.text(id)])
                 tally.mqtt -= Int64(sqlite3_changes(db))
@@ -187,9 +190,16 @@ extension Outbox {
     public func settle(delivered: [String], failed: [(id: String, error: String, nextAttemptAtMs: Int64)] = [],
                        dead: [(id: String, error: String)] = []) throws(OutboxError) {
         guard !delivered.isEmpty || !failed.isEmpty || !dead.isEmpty else { return }
-        try transaction { () throws(OutboxError) in
+        // Failures and parkings keep their fsync: their counts and backoffs must survive.
+        try transaction(acknowledgements: failed.isEmpty && dead.isEmpty ? delivered.count : 0) { () throws(OutboxError) in
             var removed: Int64 = 0
+            if !delivered.isEmpty { try keepLastSequence() }
             for id in delivered {
+                // The cloud alone (no [mqtt]): one statement.
+                if try delete(id: id, where: "sinks = 1") {
+                    removed += 1
+                    continue
+                }
                 try run("UPDATE events SET sinks = sinks & ~1 WHERE id = ? AND sinks & 1 != 0", [.text(id)])
                 removed += Int64(sqlite3_changes(db))
                 try delete(id: id, where: "sinks = 0")
@@ -245,8 +255,9 @@ extension Outbox {
     }
 
     static let statsQuery = """
-        SELECT (SELECT value FROM meta WHERE key = 'last_sequence'), (SELECT value FROM meta WHERE key = 'evicted'),
-               (SELECT created_at_ms FROM events WHERE dead = 0 ORDER BY sequence LIMIT 1)
+        SELECT MAX((SELECT value FROM meta WHERE key = 'last_sequence'), COALESCE((SELECT MAX(sequence) FROM events), 0)),
+               (SELECT value FROM meta WHERE key = 'evicted'),
+               (SELECT created_at_ms FROM events WHERE sequence > 0 AND dead = 0 ORDER BY sequence LIMIT 1)
         """
 
     private func stats(_ t: OutboxTally, lastSequence: Int64, evicted: Int64, oldest: Int64?) -> OutboxStats {
@@ -258,7 +269,7 @@ extension Outbox {
 
     /// The watchdog's question: does the database answer? One indexed row, no scan.
     public func ping() -> Bool {
-        (try? locked { () throws(OutboxError) -> Int64? in try queryInt("SELECT value FROM meta WHERE key = 'last_sequence'") }) != nil
+        (try? locked { () throws(OutboxError) -> Int64? in try queryInt(Self.lastSequenceQuery) }) != nil
     }
 
     /// Moves dead letters back to the queue; returns how many.
@@ -275,11 +286,12 @@ extension Outbox {
     /// Deletes dead letters (the only way an accepted event is ever dropped); returns how many.
     @discardableResult
     public func purgeDead() throws(OutboxError) -> Int {
-        try locked { () throws(OutboxError) -> Int in
+        let n = try transaction { () throws(OutboxError) -> Int in
+            try keepLastSequence()
             try run("DELETE FROM events WHERE dead = 1", [])
-            let n = Int(sqlite3_changes(db))
-            try recount()
-            return n
+            return Int(sqlite3_changes(db))
         }
+        try locked { () throws(OutboxError) in try recount() }
+        return n
     }
 }

@@ -118,7 +118,7 @@ public struct OutboxError: Error, Sendable, CustomStringConvertible, Equatable {
 }
 
 public final class Outbox: @unchecked Sendable {
-    public static let schemaVersion: Int32 = 6
+    public static let schemaVersion: Int32 = 7
     public let path: String
     /// The sinks new events are stored for.
     public private(set) var sinks: OutboxSinks
@@ -128,6 +128,8 @@ public final class Outbox: @unchecked Sendable {
     var statements: [String: OpaquePointer] = [:]
     /// Rows, body bytes, dead letters and rows for the broker (see `OutboxTally`).
     var tally = OutboxTally()
+    /// Acknowledgements committed since the last fsync (see `unsyncedAcknowledgementLimit`).
+    var unsyncedAcknowledgements = 0
     /// Which events go first when a bound is reached (each row's `priority` column).
     let eviction = EvictionPolicy()
 
@@ -186,13 +188,20 @@ public final class Outbox: @unchecked Sendable {
 
     /// `body` in one write transaction (one fsync at COMMIT), rolled back if it throws. `body`
     /// keeps `tally` up to date as it writes; a rollback restores it, all under the one lock.
-    func transaction<R>(_ body: () throws(OutboxError) -> R) throws(OutboxError) -> R {
+    /// `acknowledgements`: a transaction that only removes acknowledged rows (their count) may
+    /// commit without its own fsync — see `unsyncedAcknowledgementLimit`.
+    func transaction<R>(acknowledgements: Int = 0, _ body: () throws(OutboxError) -> R) throws(OutboxError) -> R {
         try locked { () throws(OutboxError) -> R in
+            let synced = acknowledgements == 0 || unsyncedAcknowledgements + acknowledgements >= Self.unsyncedAcknowledgementLimit
+            if !synced { try exec("PRAGMA synchronous=NORMAL") }
+            defer { if !synced { try? exec("PRAGMA synchronous=FULL") } }
             try exec("BEGIN IMMEDIATE")
             let before = tally
             do throws(OutboxError) {
                 let result = try body()
                 try exec("COMMIT")
+                // A synced commit makes every earlier frame of the WAL durable too.
+                unsyncedAcknowledgements = synced ? 0 : unsyncedAcknowledgements + acknowledgements
                 return result
             } catch {
                 try? exec("ROLLBACK")
@@ -201,6 +210,13 @@ public final class Outbox: @unchecked Sendable {
             }
         }
     }
+
+    /// How many acknowledged events a power cut may send again. Removing a delivered row needs
+    /// no fsync of its own: were its commit lost, the event would only be delivered again, and
+    /// the receiver deduplicates by event id (at least once). Every append, failure, parking
+    /// and every this-many acknowledgements still commit with an fsync, so a drain pays one per
+    /// 256 events instead of one per window, and a press is as durable as before.
+    static let unsyncedAcknowledgementLimit = 256
 
     func locked(_ body: () -> Void) {
         pthread_mutex_lock(mutex)
@@ -263,7 +279,56 @@ public final class Outbox: @unchecked Sendable {
         }
         if version < 5 { try migrateClockStamps() }
         if version < 6 { try migratePriorities() }
+        if version < 7 { try migrateSequenceKey() }
     }
+
+    /// v7: a press written in as few pages as SQLite allows. The sequence is the row's key (the
+    /// rowid), so no separate index on it; the last sequence is no longer written at every append
+    /// (the next one is the larger of the meta row and the table's last key), only where rows
+    /// leave (`keepLastSequence`). An append touches the table's last page, the id index and the
+    /// priority index: three pages in the WAL instead of five. The rows are copied as they are.
+    func migrateSequenceKey() throws(OutboxError) {
+        try transaction { () throws(OutboxError) in
+            let columns = "id, type, body, created_at_ms, attempts, next_attempt_at_ms, last_error, dead, sinks, clock_pending, monotonic_us, boot_id, priority"
+            try exec("""
+            CREATE TABLE events_v7 (
+                sequence INTEGER PRIMARY KEY,
+                id TEXT NOT NULL UNIQUE,
+                type TEXT NOT NULL,
+                body BLOB NOT NULL,
+                created_at_ms INTEGER NOT NULL,
+                attempts INTEGER NOT NULL DEFAULT 0,
+                next_attempt_at_ms INTEGER NOT NULL DEFAULT 0,
+                last_error TEXT,
+                dead INTEGER NOT NULL DEFAULT 0,
+                sinks INTEGER NOT NULL DEFAULT 1,
+                clock_pending INTEGER NOT NULL DEFAULT 0,
+                monotonic_us INTEGER,
+                boot_id TEXT,
+                priority INTEGER NOT NULL DEFAULT 0
+            );
+            INSERT INTO events_v7 (sequence, \(columns)) SELECT sequence, \(columns) FROM events ORDER BY sequence;
+            \(Self.keepLastSequenceStatement);
+            DROP TABLE events;
+            ALTER TABLE events_v7 RENAME TO events;
+            CREATE INDEX events_priority ON events (priority);
+            PRAGMA user_version = 7;
+            """)
+        }
+    }
+
+    /// The next sequence comes after both the meta row and the table's last key (v7).
+    static let lastSequenceQuery = """
+        SELECT MAX((SELECT value FROM meta WHERE key = 'last_sequence'), COALESCE((SELECT MAX(sequence) FROM events), 0))
+        """
+
+    /// Before rows leave: the meta row remembers the last sequence, so it never goes back when
+    /// the newest rows are the ones deleted.
+    func keepLastSequence() throws(OutboxError) {
+        try run(Self.keepLastSequenceStatement, [])
+    }
+
+    static let keepLastSequenceStatement = "UPDATE meta SET value = MAX(value, COALESCE((SELECT MAX(sequence) FROM events), 0)) WHERE key = 'last_sequence'"
 
     /// v6: each row's eviction tier in a column with an index on (priority, sequence), so the
     /// next victim is the index's first entry (no scan, no sort), and the newest presses its last.
@@ -391,6 +456,12 @@ public final class Outbox: @unchecked Sendable {
 
     func restrict(to new: OutboxSinks) throws(OutboxError) {
         guard !new.contains(.mqtt) else { return }
-        try exec("BEGIN IMMEDIATE; UPDATE events SET sinks = sinks & ~2 WHERE sinks & 2 != 0; DELETE FROM events WHERE sinks = 0; COMMIT;")
+        // Called with the lock held (setSinks) or before anyone has the outbox (init).
+        try exec("""
+            BEGIN IMMEDIATE;
+            \(Self.keepLastSequenceStatement);
+            UPDATE events SET sinks = sinks & ~2 WHERE sinks & 2 != 0; DELETE FROM events WHERE sinks = 0;
+            COMMIT;
+            """)
     }
 }

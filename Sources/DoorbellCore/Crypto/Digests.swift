@@ -29,6 +29,32 @@ public enum HMACSHA256 {
     }
 }
 
+extension HMACSHA256 {
+    /// A key set up once in libcrypto, for many messages (the webhook secret signs every
+    /// delivery). Not Sendable: one context, used by one thread at a time.
+    public final class Keyed {
+        private let ctx: OpaquePointer
+
+        public init(key: [UInt8]) {
+            let made = withBytes(key) { k, count in doorbell_hmac_sha256_new(k, count) }
+            guard let made else { preconditionFailure("libcrypto could not set up HMAC-SHA256") }
+            ctx = made
+        }
+
+        deinit { EVP_MAC_CTX_free(ctx) }
+
+        /// The MAC of `prefix` followed by `message`, without joining them.
+        public func authenticationCode(prefix: [UInt8], _ message: [UInt8]) -> [UInt8] {
+            var out = [UInt8](repeating: 0, count: 32)
+            let ok = withBytes(prefix) { p, pCount in
+                withBytes(message) { m, mCount in out.withUnsafeMutableBufferPointer { doorbell_hmac_sha256(ctx, p, pCount, m, mCount, $0.baseAddress) } }
+            }
+            precondition(ok == 1, "libcrypto HMAC-SHA256 failed")
+            return out
+        }
+    }
+}
+
 public enum SecureRandom {
     /// Bytes from libcrypto's DRBG, seeded from the kernel (getrandom).
     public static func bytes(_ count: Int) -> [UInt8] {

@@ -40,6 +40,8 @@ public final class Ed25519SigningKey: @unchecked Sendable {
 
     deinit { EVP_PKEY_free(pkey) }
 
+    func withPKey<R>(_ body: (OpaquePointer) -> R) -> R { body(pkey) }
+
     public func signature(for message: [UInt8]) throws(Ed25519Error) -> [UInt8] {
         guard let ctx = EVP_MD_CTX_new() else { throw Ed25519Error(description: "libcrypto is out of memory") }
         defer { EVP_MD_CTX_free(ctx) }
@@ -49,6 +51,41 @@ public final class Ed25519SigningKey: @unchecked Sendable {
             sig.withUnsafeMutableBufferPointer { s in
                 EVP_DigestSignInit(ctx, nil, nil, nil, pkey) == 1 && EVP_DigestSign(ctx, s.baseAddress, &length, m, count) == 1
             }
+        }
+        guard ok, length == 64 else {
+            ERR_clear_error()
+            throw Ed25519Error(description: "Ed25519 signing failed in libcrypto")
+        }
+        return sig
+    }
+}
+
+/// One signing context for many messages (every delivery is signed): set up once instead of a
+/// context and a provider look-up per signature. Not Sendable: used by one thread at a time.
+public final class Ed25519Signer {
+    public let key: Ed25519SigningKey
+    private let ctx: OpaquePointer
+
+    public init(key: Ed25519SigningKey) throws(Ed25519Error) {
+        guard let ctx = EVP_MD_CTX_new() else { throw Ed25519Error(description: "libcrypto is out of memory") }
+        guard key.withPKey({ EVP_DigestSignInit(ctx, nil, nil, nil, $0) }) == 1 else {
+            EVP_MD_CTX_free(ctx)
+            ERR_clear_error()
+            throw Ed25519Error(description: "libcrypto refused to sign with the Ed25519 key")
+        }
+        self.key = key
+        self.ctx = ctx
+    }
+
+    deinit { EVP_MD_CTX_free(ctx) }
+
+    /// Ed25519 is one-shot (the message is hashed twice), so the context signs whole messages;
+    /// libcrypto keeps its key set up between calls.
+    public func signature(for message: [UInt8]) throws(Ed25519Error) -> [UInt8] {
+        var sig = [UInt8](repeating: 0, count: 64)
+        var length = 64
+        let ok = withBytes(message) { m, count in
+            sig.withUnsafeMutableBufferPointer { EVP_DigestSign(ctx, $0.baseAddress, &length, m, count) == 1 }
         }
         guard ok, length == 64 else {
             ERR_clear_error()

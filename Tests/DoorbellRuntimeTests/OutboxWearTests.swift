@@ -1,0 +1,131 @@
+import CSQLite
+import DoorbellCore
+@testable import DoorbellRuntime
+import Foundation
+import XCTest
+
+/// What a press and a drain cost the storage (v7): real SQLite files in a temp directory.
+final class OutboxWearTests: XCTestCase {
+    /// Frames one commit adds to the WAL: emptied first (TRUNCATE), then measured by its size
+    /// (a 32-byte header, then 24 bytes + one page per frame).
+    func walFrames(_ path: String, pageSize: Int = 1024, after write: () throws -> Void) throws -> Int {
+        var db: OpaquePointer?
+        XCTAssertEqual(sqlite3_open(path, &db), SQLITE_OK)
+        XCTAssertEqual(sqlite3_exec(db, "PRAGMA wal_checkpoint(TRUNCATE)", nil, nil, nil), SQLITE_OK)
+        sqlite3_close(db)
+        XCTAssertEqual(fileSize(path + "-wal"), 0, "the WAL was emptied")
+        try write()
+        return (fileSize(path + "-wal") - 32) / (24 + pageSize)
+    }
+
+    func fileSize(_ path: String) -> Int {
+        ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? NSNumber)?.intValue ?? -1
+    }
+
+    /// A press (into an outbox with a backlog, so the trees have depth) writes the table's last
+    /// leaf, the id index and the priority index: three pages, and two more when the leaf is full
+    /// (the new leaf, its parent; page 1 holds the file's size) — every other press at this body
+    /// size. Before v7 each press also wrote the sequence's own index and the meta row: 5 and 7.
+    func testAPressWritesThreePagesIntoTheWALAndFiveWhenTheLeafIsFull() throws {
+        let dir = try TempDir()
+        let path = dir.file("outbox.sqlite")
+        let outbox = try Outbox(path: path)
+        let body = [UInt8](repeating: 0x61, count: 336)
+        _ = try outbox.append((0..<500).map { i in OutboxNewEvent(id: "backlog-\(i)", type: "doorbell.pressed", createdAtMs: 0) { _ in body } },
+                              bounds: nil, report: nil)
+        var frames: [Int] = []
+        for i in 0..<8 {
+            frames.append(try walFrames(path) {
+                _ = try outbox.append(id: "press-\(i)", type: "doorbell.pressed", createdAtMs: 1) { _ in body }
+            })
+        }
+        XCTAssertEqual(frames.filter { $0 == 3 }.count, 4, "\(frames)")
+        XCTAssertEqual(frames.filter { $0 == 5 }.count, 4, "\(frames)")
+        XCTAssertEqual(try outbox.stats().lastSequence, 508)
+        outbox.close()
+    }
+
+    /// Acknowledgements commit without an fsync of their own, at most
+    /// `unsyncedAcknowledgementLimit` of them in a row; an append, a failure or a parking commits
+    /// with one, which makes the acknowledgements before it durable too.
+    func testAcknowledgementsGoUnsyncedAtMostUpToTheLimit() throws {
+        let dir = try TempDir()
+        let outbox = try Outbox(path: dir.file("outbox.sqlite"))
+        let limit = Outbox.unsyncedAcknowledgementLimit
+        _ = try outbox.append((0..<(limit + 40)).map { i in OutboxNewEvent(id: "e\(i)", type: "doorbell.pressed", createdAtMs: 0) { _ in [1] } },
+                              bounds: nil, report: nil)
+        XCTAssertEqual(outbox.unsyncedAcknowledgements, 0)
+        var highest = 0
+        for batch in 0..<((limit + 30) / 8) {
+            try outbox.settle(delivered: (0..<8).map { "e\(batch * 8 + $0)" })
+            highest = max(highest, outbox.unsyncedAcknowledgements)
+            XCTAssertLessThan(outbox.unsyncedAcknowledgements, limit, "after window \(batch)")
+        }
+        XCTAssertGreaterThan(highest, 0, "acknowledgements did go without their own fsync")
+        try outbox.settle(delivered: ["e\(limit + 35)"], failed: [("e\(limit + 36)", "HTTP 500", 0)])
+        XCTAssertEqual(outbox.unsyncedAcknowledgements, 0, "a failure commits with an fsync")
+        try outbox.settle(delivered: ["e\(limit + 37)"])
+        _ = try outbox.append(id: "press", type: "doorbell.pressed", createdAtMs: 1) { _ in [1] }
+        XCTAssertEqual(outbox.unsyncedAcknowledgements, 0, "an append commits with an fsync")
+        XCTAssertEqual(try outbox.stats(), try outbox.countedStats())
+        outbox.close()
+    }
+
+    /// An outbox written by v6 (sequence in its own unique index, the last sequence in meta ahead
+    /// of the table's last row) is re-keyed in place: every row and column kept, the sequence
+    /// never goes back, and the next press gets the next one.
+    func testAVersion6OutboxIsRekeyedBySequenceWithoutLoss() throws {
+        let dir = try TempDir()
+        let path = dir.file("outbox.sqlite")
+        var db: OpaquePointer?
+        XCTAssertEqual(sqlite3_open(path, &db), SQLITE_OK)
+        XCTAssertEqual(sqlite3_exec(db, """
+            PRAGMA page_size = 1024;
+            PRAGMA journal_mode = WAL;
+            CREATE TABLE events (id TEXT PRIMARY KEY, sequence INTEGER NOT NULL UNIQUE, type TEXT NOT NULL, body BLOB NOT NULL,
+                created_at_ms INTEGER NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, next_attempt_at_ms INTEGER NOT NULL DEFAULT 0,
+                last_error TEXT, dead INTEGER NOT NULL DEFAULT 0, sinks INTEGER NOT NULL DEFAULT 1,
+                clock_pending INTEGER NOT NULL DEFAULT 0, monotonic_us INTEGER, boot_id TEXT, priority INTEGER NOT NULL DEFAULT 0);
+            CREATE INDEX events_priority ON events (priority, sequence);
+            CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+            INSERT INTO meta VALUES ('last_sequence', 12), ('delivered', 30), ('evicted', 2);
+            CREATE TABLE button_memory (address TEXT PRIMARY KEY, packet_id INTEGER, counter INTEGER);
+            INSERT INTO button_memory VALUES ('AA:BB', 7, 1234);
+            INSERT INTO events VALUES
+                ('press', 3, 'doorbell.pressed', x'7b7d', 100, 2, 5000, 'HTTP 500', 0, 1, 0, NULL, NULL, 3),
+                ('parked', 5, 'beacon.entered', x'7b2278227d', 200, 4, 0, 'HTTP 400', 1, 3, 0, NULL, NULL, 1),
+                ('early', 7, 'doorbell.pressed', x'7b7d7b', 300, 0, 0, NULL, 0, 2, 1, 42, 'boot-a', 3);
+            PRAGMA user_version = 6;
+            """, nil, nil, nil), SQLITE_OK)
+        let allRows = "SELECT id, sequence, type, hex(body), created_at_ms, attempts, next_attempt_at_ms, last_error, dead, sinks, clock_pending, monotonic_us, boot_id, priority FROM events ORDER BY sequence"
+        let before = rows(db, allRows)
+        sqlite3_close(db)
+        XCTAssertEqual(before.count, 3)
+
+        let outbox = try Outbox(path: path, sinks: [.cloud, .mqtt])
+        XCTAssertEqual(try outbox.stats().lastSequence, 12)
+        XCTAssertEqual(try outbox.stats(), try outbox.countedStats())
+        XCTAssertEqual(try outbox.buttonMemory()["AA:BB"], BTHomeButtonTracker.DeviceMemory(packetID: 7, counter: 1234))
+        XCTAssertEqual(try outbox.append(id: "next", type: "doorbell.pressed", createdAtMs: 400) { _ in [1] }.sequence, 13)
+        outbox.close()
+
+        XCTAssertEqual(sqlite3_open(path, &db), SQLITE_OK)
+        defer { sqlite3_close(db) }
+        XCTAssertEqual(rows(db, allRows + " LIMIT 3"), before, "every row and column kept")
+        XCTAssertEqual(rows(db, "PRAGMA user_version"), [["7"]])
+        XCTAssertEqual(rows(db, "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'events' ORDER BY name"),
+                       [["events_priority"], ["sqlite_autoindex_events_1"]], "the sequence is the key: no index of its own")
+        XCTAssertEqual(rows(db, "SELECT value FROM meta WHERE key = 'delivered'"), [["30"]])
+    }
+
+    func rows(_ db: OpaquePointer?, _ sql: String) -> [[String]] {
+        var stmt: OpaquePointer?
+        guard sqlite3_prepare_v2(db, sql, -1, &stmt, nil) == SQLITE_OK else { return [["cannot prepare: " + String(cString: sqlite3_errmsg(db))]] }
+        defer { sqlite3_finalize(stmt) }
+        var out: [[String]] = []
+        while sqlite3_step(stmt) == SQLITE_ROW {
+            out.append((0..<sqlite3_column_count(stmt)).map { sqlite3_column_text(stmt, $0).map { String(cString: $0) } ?? "NULL" })
+        }
+        return out
+    }
+}
