@@ -94,6 +94,9 @@ row "rss_idle" "$(( $(vm $pid VmRSS) / 1024 ))" "MiB" "VmRSS 2 s after start, ra
 smaps() { awk -v k="$2:" '$1==k {print $2}' "/proc/$1/smaps_rollup"; }
 row "rss_idle_private_dirty" "$(python3 -c "print(round($(smaps $pid Private_Dirty) / 1024, 1))")" "MiB" "same moment, Private_Dirty (heap, stacks, relocated data): what the agent alone holds and the kernel cannot drop"
 row "rss_idle_pss" "$(python3 -c "print(round($(smaps $pid Pss) / 1024, 1))")" "MiB" "same moment, PSS (shared pages divided among the processes mapping them; on this box few share libcrypto or the binary)"
+# What the resident pages are (#28): the largest mappings by file, clean shared pages included.
+breakdown=$(awk '/^[0-9a-f]+-[0-9a-f]+ / {f = NF >= 6 ? $6 : "[anon]"; n = split(f, parts, "/"); f = parts[n]} /^Rss:/ {rss[f] += $2} END {for (k in rss) printf "%s %.1f\n", k, rss[k] / 1024}' "/proc/$pid/smaps" | sort -k2 -rn | head -8 | awk '{printf "%s%s %s", (NR > 1 ? ", " : ""), $1, $2} END {print ""}')
+row "rss_idle_by_mapping" "" "MiB" "same moment, Rss per mapped file (the rest below 0.5 MiB each): $breakdown"
 t0=$(awk '{print $14+$15}' /proc/$pid/stat); sleep "$idle_seconds"; t1=$(awk '{print $14+$15}' /proc/$pid/stat)
 row "cpu_idle" "$(( (t1 - t0) * 1000 / $(getconf CLK_TCK) ))" "ms" "CPU time used in ${idle_seconds} s with nothing happening (utime+stime)"
 kill $pid; wait $pid 2>/dev/null || true
@@ -111,6 +114,15 @@ ticks=$(getconf CLK_TCK)
 row "drain_events_per_s" "$(python3 -c "print(round($backlog / $drained_s))")" "events/s" "$backlog buffered events → release doorbell-cloud on loopback (HTTP/1.1, so one request at a time) over one kept-alive TLS connection, agent start to empty outbox ($accepted accepted, both signatures verified, stored in SQLite)"
 row "drain_agent_cpu_per_event" "$(python3 -c "print(round($drained_cpu * 1e6 / $ticks / $backlog))")" "µs" "same run, the agent's CPU time (utime+stime) per delivered event: its own ceiling is 1e6/this events/s per core"
 row "rss_peak_draining" "$(( drained_hwm / 1024 ))" "MiB" "VmHWM of the agent after draining $backlog events"
+# Its peer (#28): a plain CPython http.client keep-alive loop posting the same kind of prefilled
+# bodies, both signatures made before its clock starts, storing nothing, to the same receiver.
+agent_drain=$(python3 -c "print($backlog / $drained_s)")
+mkdir -p "$work/peer-state"
+"$rel/doorbell-bench" prefill "$work/peer-state/outbox.sqlite" gw-bench "$backlog"
+peer_drain=$("$py" Tests/helpers/uplink_peer.py drain "$work/peer-state/outbox.sqlite" "https://127.0.0.1:$port/events" "$work/pki/ca.pem" \
+  "$work/g.whsec" "$work/idle-state/device.key" | python3 -c 'import json,sys; print(json.load(sys.stdin)["events_per_s"])')
+row "drain_python_peer_events_per_s" "$(python3 -c "print(round($peer_drain))")" "events/s" "$backlog prefilled bodies, signed (v1 + v1a) before the clock starts, POSTed by CPython http.client over one kept-alive TLS connection to the same doorbell-cloud, nothing stored (Tests/helpers/uplink_peer.py drain)"
+row "drain_ratio_agent_to_python" "$(python3 -c "print(round($agent_drain / $peer_drain, 2))")" "×" "drain_events_per_s / drain_python_peer_events_per_s, same run (goal ≥ 1.0: the agent also signs each attempt and commits each window durably)"
 
 # The same backlog to an HTTP/2 receiver (hypercorn): uplink.max_in_flight (8) requests in
 # flight as streams of one connection, each window's outcomes in one transaction.
@@ -191,6 +203,62 @@ PY
 )"
 row "press_to_2xx_p50" "${p50//_/ }" "" "$delivered presses ($presses radio lines, one every 50 ms), frame read → doorbell-cloud 2xx on loopback (agent's histogram buckets)"
 row "press_to_2xx_p99" "${p99//_/ }" "" "same run, 99th percentile"
+
+# Press → receiver, against its peer (#28): a second doorbell-cloud whose EVENT lines are stamped
+# with the wall time they appear (uplink_peer.py stamp); the agent's radio stamps each press line
+# it writes (two codes alternating, so no line is a repeat of the one before), then a CPython
+# peer signs (v1 + v1a) and POSTs one press every 50 ms on a kept-alive connection, not durable.
+lat_presses=${BENCH_LATENCY_PRESSES:-200}
+"$cloud" serve --port 0 --ready-file "$work/cloud2.json" --tls-cert "$work/pki/server.pem" --tls-key "$work/pki/server.key" \
+  --db "$work/cloud2.sqlite" --gateway-secret "$work/g.whsec" --gateway-public-key "$work/g.pub" 2>"$work/cloud2.err" \
+  | "$py" Tests/helpers/uplink_peer.py stamp "$work/cloud2.stamps" > /dev/null &
+pids+=($!)
+for _ in $(seq 1 200); do [ -s "$work/cloud2.json" ] && break; sleep 0.05; done
+port2=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["port"])' "$work/cloud2.json")
+printf '#!/bin/sh\nexec "%s" "%s" radio %d 0.05 "%s"\n' "$py" "$root/Tests/helpers/uplink_peer.py" "$lat_presses" "$work/radio.stamps" > "$work/radio.sh"
+chmod +x "$work/radio.sh"
+mkdir -p "$work/press-state"; cp "$work/idle-state/device.key" "$work/press-state/"
+conf press "$work/press-state" "https://127.0.0.1:$port2/events" ""
+sed -i "s|binary = \"$work/quiet.sh\"|binary = \"$work/radio.sh\"|" "$work/press.toml"
+cat >> "$work/press.toml" <<CONF
+[tracker.button]
+cooldown_ms = 0
+repeat_gap_ms = 20
+[[device]]
+id = "front-door"
+match = { code = "0x5A3C91" }
+[[device]]
+id = "back-door"
+match = { code = "0x5A3C92" }
+CONF
+"$rel/doorbell-agent" run --config "$work/press.toml" 2>"$work/press.log" & pid=$!; pids+=($pid)
+"$rel/doorbell-bench" wait-drained "$work/press.sock" "$lat_presses" || { echo "bench: the presses were not delivered within 10 minutes; see $work/press.log" >&2; exit 1; }
+kill $pid; wait $pid 2>/dev/null || true
+agent_events=$(grep -c '"doorbell.pressed"' "$work/cloud2.stamps" || true)
+mkdir -p "$work/press-peer"
+"$rel/doorbell-bench" prefill "$work/press-peer/outbox.sqlite" gw-bench "$((lat_presses + 1))"
+"$py" Tests/helpers/uplink_peer.py presses "$work/press-peer/outbox.sqlite" "https://127.0.0.1:$port2/events" "$work/pki/ca.pem" \
+  "$work/g.whsec" "$work/idle-state/device.key" "$((lat_presses + 1))" 0.05 > "$work/peer-presses.json"
+sleep 0.5
+read -r a50 a99 p50 p99 n_agent n_peer <<<"$(python3 - "$work/radio.stamps" "$work/cloud2.stamps" "$work/peer-presses.json" "$agent_events" <<'PY'
+import json, sys
+radio = [float(l.split()[0]) for l in open(sys.argv[1])]
+events = [float(l.split("\t")[0]) for l in open(sys.argv[2]) if '"doorbell.pressed"' in l]
+agent_n = int(sys.argv[4])
+peer = json.load(open(sys.argv[3]))["t_press"]
+def q(xs, p): xs = sorted(xs); return xs[min(len(xs) - 1, int(p * len(xs)))] * 1000
+agent = [e - r for r, e in zip(radio, events[:agent_n])]
+peer_lat = [e - t for t, e in zip(peer, events[agent_n + 1:])]
+print("%.3f %.3f %.3f %.3f %d %d" % (q(agent, .5), q(agent, .99), q(peer_lat, .5), q(peer_lat, .99), len(agent), len(peer_lat)))
+PY
+)"
+row "press_to_receiver_p50" "$a50" "ms" "$n_agent presses (radio lines, one every 50 ms, two codes alternating) → doorbell-cloud's EVENT line, wall clock on both sides: the agent stores (fsync), signs and POSTs"
+row "press_to_receiver_p99" "$a99" "ms" "same run, 99th percentile"
+row "press_python_peer_p50" "$p50" "ms" "$n_peer presses by CPython (sign v1 + v1a, POST on a kept-alive connection, not durable) → the same receiver's EVENT line (uplink_peer.py presses)"
+row "press_python_peer_p99" "$p99" "ms" "same run, 99th percentile"
+row "press_p99_ratio_agent_to_python" "$(python3 -c "print(round($a99 / $p99, 2))")" "×" "press_to_receiver_p99 / press_python_peer_p99 (goal ≤ 1.3)"
+store_peer=$("$py" Tests/helpers/uplink_peer.py outbox "$work" 1000 | python3 -c 'import json,sys; print(round(json.load(sys.stdin)["bytes_per_press"]))')
+row "storage_python_peer_per_press" "$store_peer" "bytes" "a CPython sqlite3 outbox (WAL, synchronous=FULL, 4 KiB pages, a row per press stored then deleted, one transaction each), /proc/self/io write_bytes over 1000 presses; compare storage_bytes_per_press_delivered"
 
 # The naive way: one curl process per event (what the story's backend did), same receiver kind.
 python3 Tests/helpers/https_test_server.py --cert "$work/pki/server.pem" --key "$work/pki/server.key" --script 200 \

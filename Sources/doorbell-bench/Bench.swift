@@ -217,6 +217,18 @@ struct Bench {
         emit("durable_append_p50", Double(latencies[n / 2]) / 1000, "ms", "frame → event committed (one SQLite transaction, WAL, synchronous=FULL), \(n) events, \(dir)")
         emit("durable_append_p99", Double(latencies[n * 99 / 100]) / 1000, "ms", "same run, 99th percentile")
         emit("storage_bytes_per_event", Double(written) / Double(n), "bytes", "/proc/self/io write_bytes over \(n) appends (body ≈ \(event.body(id: "x", sequence: 1, gatewayID: "gw-bench", agentVersion: "0.1.0").count) B), one transaction each")
+        // A press's whole life in the outbox: stored (fsync), then removed at its 2xx (an
+        // acknowledgement: no fsync of its own; the next press's makes it durable).
+        let lifeBefore = writeBytes()
+        for _ in 0..<n {
+            let id = UUIDv7.make(unixMillis: Clocks.wallMicros() / 1000, random: &rng)
+            _ = try? outbox.append(id: id, type: event.type.rawValue, createdAtMs: 0) { seq in
+                event.body(id: id, sequence: seq, gatewayID: "gw-bench", agentVersion: AgentVersion.current)
+            }
+            try? outbox.settle(delivered: [id])
+        }
+        emit("storage_bytes_per_press_delivered", Double(writeBytes() - lifeBefore) / Double(n), "bytes",
+             "/proc/self/io write_bytes over \(n) presses one at a time, each stored (one transaction, fsync) then removed as delivered (one transaction), WAL checkpoints included")
         // Group commit: a burst (the reports of one radio read) is one transaction.
         for burst in [10, 50] {
             let ioBefore = writeBytes()
