@@ -119,10 +119,13 @@ row "rss_peak_draining" "$(( drained_hwm / 1024 ))" "MiB" "VmHWM of the agent af
 agent_drain=$(python3 -c "print($backlog / $drained_s)")
 mkdir -p "$work/peer-state"
 "$rel/doorbell-bench" prefill "$work/peer-state/outbox.sqlite" gw-bench "$backlog"
-peer_drain=$("$py" Tests/helpers/uplink_peer.py drain "$work/peer-state/outbox.sqlite" "https://127.0.0.1:$port/events" "$work/pki/ca.pem" \
-  "$work/g.whsec" "$work/idle-state/device.key" | python3 -c 'import json,sys; print(json.load(sys.stdin)["events_per_s"])')
-row "drain_python_peer_events_per_s" "$(python3 -c "print(round($peer_drain))")" "events/s" "$backlog prefilled bodies, signed (v1 + v1a) before the clock starts, POSTed by CPython http.client over one kept-alive TLS connection to the same doorbell-cloud, nothing stored (Tests/helpers/uplink_peer.py drain)"
+read -r peer_drain peer_cpu peer_sign <<<"$("$py" Tests/helpers/uplink_peer.py drain "$work/peer-state/outbox.sqlite" "https://127.0.0.1:$port/events" \
+  "$work/pki/ca.pem" "$work/g.whsec" "$work/idle-state/device.key" \
+  | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["events_per_s"], d["cpu_us_per_event"], d["sign_us_per_event"])')"
+agent_cpu=$(python3 -c "print($drained_cpu * 1e6 / $ticks / $backlog)")
+row "drain_python_peer_events_per_s" "$(python3 -c "print(round($peer_drain))")" "events/s" "$backlog prefilled bodies, signed (v1 + v1a) before the clock starts, POSTed by CPython http.client over one kept-alive TLS connection to the same doorbell-cloud, nothing stored (Tests/helpers/uplink_peer.py drain); its CPU $(python3 -c "print(round($peer_cpu))") µs per event sending + $(python3 -c "print(round($peer_sign))") µs signing"
 row "drain_ratio_agent_to_python" "$(python3 -c "print(round($agent_drain / $peer_drain, 2))")" "×" "drain_events_per_s / drain_python_peer_events_per_s, same run (goal ≥ 1.0: the agent also signs each attempt and commits each window durably)"
+row "drain_cpu_ratio_python_to_agent" "$(python3 -c "print(round(($peer_cpu + $peer_sign) / $agent_cpu, 2))")" "×" "the peer's CPU per event (signing + sending) / the agent's (drain_agent_cpu_per_event, reading, signing, sending, settling): receiver-independent"
 
 # The same backlog to an HTTP/2 receiver (hypercorn): uplink.max_in_flight (8) requests in
 # flight as streams of one connection, each window's outcomes in one transaction.
@@ -204,17 +207,15 @@ PY
 row "press_to_2xx_p50" "${p50//_/ }" "" "$delivered presses ($presses radio lines, one every 50 ms), frame read → doorbell-cloud 2xx on loopback (agent's histogram buckets)"
 row "press_to_2xx_p99" "${p99//_/ }" "" "same run, 99th percentile"
 
-# Press → receiver, against its peer (#28): a second doorbell-cloud whose EVENT lines are stamped
-# with the wall time they appear (uplink_peer.py stamp); the agent's radio stamps each press line
-# it writes (two codes alternating, so no line is a repeat of the one before), then a CPython
-# peer signs (v1 + v1a) and POSTs one press every 50 ms on a kept-alive connection, not durable.
+# Press → receiver, against its peer (#28), on the stdlib HTTPS receiver (it logs the wall time
+# each request arrives): the agent's radio stamps each press line it writes (two codes alternating,
+# so no line is a repeat of the one before), then a CPython peer signs (v1 + v1a) and POSTs one
+# press every 50 ms on a kept-alive connection, not durable. Same receiver, same clock, same run.
 lat_presses=${BENCH_LATENCY_PRESSES:-200}
-"$cloud" serve --port 0 --ready-file "$work/cloud2.json" --tls-cert "$work/pki/server.pem" --tls-key "$work/pki/server.key" \
-  --db "$work/cloud2.sqlite" --gateway-secret "$work/g.whsec" --gateway-public-key "$work/g.pub" 2>"$work/cloud2.err" \
-  | "$py" Tests/helpers/uplink_peer.py stamp "$work/cloud2.stamps" > /dev/null &
-pids+=($!)
-for _ in $(seq 1 200); do [ -s "$work/cloud2.json" ] && break; sleep 0.05; done
-port2=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["port"])' "$work/cloud2.json")
+python3 Tests/helpers/https_test_server.py --cert "$work/pki/server.pem" --key "$work/pki/server.key" --script 200 \
+  --log "$work/press-recv.jsonl" --ready-file "$work/press-recv.json" --max-seconds 900 & pids+=($!)
+for _ in $(seq 1 200); do [ -s "$work/press-recv.json" ] && break; sleep 0.05; done
+port2=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["port"])' "$work/press-recv.json")
 printf '#!/bin/sh\nexec "%s" "%s" radio %d 0.05 "%s"\n' "$py" "$root/Tests/helpers/uplink_peer.py" "$lat_presses" "$work/radio.stamps" > "$work/radio.sh"
 chmod +x "$work/radio.sh"
 mkdir -p "$work/press-state"; cp "$work/idle-state/device.key" "$work/press-state/"
@@ -234,16 +235,16 @@ CONF
 "$rel/doorbell-agent" run --config "$work/press.toml" 2>"$work/press.log" & pid=$!; pids+=($pid)
 "$rel/doorbell-bench" wait-drained "$work/press.sock" "$lat_presses" || { echo "bench: the presses were not delivered within 10 minutes; see $work/press.log" >&2; exit 1; }
 kill $pid; wait $pid 2>/dev/null || true
-agent_events=$(grep -c '"doorbell.pressed"' "$work/cloud2.stamps" || true)
+agent_events=$(grep -c 'doorbell.pressed' "$work/press-recv.jsonl" || true)
 mkdir -p "$work/press-peer"
 "$rel/doorbell-bench" prefill "$work/press-peer/outbox.sqlite" gw-bench "$((lat_presses + 1))"
 "$py" Tests/helpers/uplink_peer.py presses "$work/press-peer/outbox.sqlite" "https://127.0.0.1:$port2/events" "$work/pki/ca.pem" \
   "$work/g.whsec" "$work/idle-state/device.key" "$((lat_presses + 1))" 0.05 > "$work/peer-presses.json"
 sleep 0.5
-read -r a50 a99 p50 p99 n_agent n_peer <<<"$(python3 - "$work/radio.stamps" "$work/cloud2.stamps" "$work/peer-presses.json" "$agent_events" <<'PY'
+read -r a50 a99 p50 p99 n_agent n_peer <<<"$(python3 - "$work/radio.stamps" "$work/press-recv.jsonl" "$work/peer-presses.json" "$agent_events" <<'PY'
 import json, sys
 radio = [float(l.split()[0]) for l in open(sys.argv[1])]
-events = [float(l.split("\t")[0]) for l in open(sys.argv[2]) if '"doorbell.pressed"' in l]
+events = [json.loads(l)["t"] for l in open(sys.argv[2]) if 'doorbell.pressed' in l]
 agent_n = int(sys.argv[4])
 peer = json.load(open(sys.argv[3]))["t_press"]
 def q(xs, p): xs = sorted(xs); return xs[min(len(xs) - 1, int(p * len(xs)))] * 1000
@@ -252,9 +253,9 @@ peer_lat = [e - t for t, e in zip(peer, events[agent_n + 1:])]
 print("%.3f %.3f %.3f %.3f %d %d" % (q(agent, .5), q(agent, .99), q(peer_lat, .5), q(peer_lat, .99), len(agent), len(peer_lat)))
 PY
 )"
-row "press_to_receiver_p50" "$a50" "ms" "$n_agent presses (radio lines, one every 50 ms, two codes alternating) → doorbell-cloud's EVENT line, wall clock on both sides: the agent stores (fsync), signs and POSTs"
+row "press_to_receiver_p50" "$a50" "ms" "$n_agent presses (radio lines, one every 50 ms, two codes alternating) → the stdlib HTTPS receiver's log line for it (wall clock on both sides): the agent stores (fsync), signs and POSTs"
 row "press_to_receiver_p99" "$a99" "ms" "same run, 99th percentile"
-row "press_python_peer_p50" "$p50" "ms" "$n_peer presses by CPython (sign v1 + v1a, POST on a kept-alive connection, not durable) → the same receiver's EVENT line (uplink_peer.py presses)"
+row "press_python_peer_p50" "$p50" "ms" "$n_peer presses by CPython (sign v1 + v1a, POST on a kept-alive connection, not durable) → the same receiver's log line (uplink_peer.py presses)"
 row "press_python_peer_p99" "$p99" "ms" "same run, 99th percentile"
 row "press_p99_ratio_agent_to_python" "$(python3 -c "print(round($a99 / $p99, 2))")" "×" "press_to_receiver_p99 / press_python_peer_p99 (goal ≤ 1.3)"
 store_peer=$("$py" Tests/helpers/uplink_peer.py outbox "$work" 1000 | python3 -c 'import json,sys; print(round(json.load(sys.stdin)["bytes_per_press"]))')

@@ -9,14 +9,12 @@ requirements.txt) for Ed25519.
   presses OUTBOX URL CA WHSEC KEY N INTERVAL
                                   one press every INTERVAL s: sign (both signatures) + POST, not
                                   durable; prints {"t_press": [...]} (wall times) for the bench
-                                  to match with the receiver's EVENT lines
+                                  to match with the receiver's log
   outbox DIR N                    a Python sqlite3 outbox (WAL, synchronous=FULL, one transaction
                                   per press, a row deleted at its delivery): bytes written per
                                   press from /proc/self/io
   radio N INTERVAL FILE           an rtl_433 stand-in for the agent: N presses, one every INTERVAL
                                   s, two codes alternating, the wall time of each line to FILE
-  stamp FILE                      copies stdin to stdout, writing the wall time of each line to
-                                  FILE (the receiver's EVENT lines)
 """
 import base64, hashlib, hmac, http.client, json, os, sqlite3, ssl, sys, time, urllib.parse
 
@@ -57,13 +55,17 @@ def post(conn, path, body, headers):
 
 def drain(outbox, url, ca, whsec, key):
     sign = signer(whsec, key)
+    s0 = time.process_time()
     signed = [(bytes(body), sign(event_id, bytes(body))) for event_id, body in rows(outbox)]
+    sign_s = time.process_time() - s0
     conn, path = connect(url, ca)
-    t0 = time.monotonic()
+    t0, c0 = time.monotonic(), time.process_time()
     for body, headers in signed:
         post(conn, path, body, headers)
     seconds = time.monotonic() - t0
-    print(json.dumps({"events": len(signed), "seconds": seconds, "events_per_s": len(signed) / seconds}))
+    cpu = time.process_time() - c0
+    print(json.dumps({"events": len(signed), "seconds": seconds, "events_per_s": len(signed) / seconds,
+                      "cpu_us_per_event": cpu * 1e6 / len(signed), "sign_us_per_event": sign_s * 1e6 / len(signed)}))
 
 
 def presses(outbox, url, ca, whsec, key, n, interval):
@@ -118,13 +120,6 @@ def radio(n, interval, file):
     time.sleep(100000)
 
 
-def stamp(file):
-    with open(file, "w") as out:
-        for line in sys.stdin:
-            out.write(f"{time.time()}\t{line}")
-            out.flush()
-
-
 if __name__ == "__main__":
     a = sys.argv[1:]
     if a[:1] == ["drain"]:
@@ -135,7 +130,5 @@ if __name__ == "__main__":
         outbox_peer(a[1], int(a[2]))
     elif a[:1] == ["radio"]:
         radio(int(a[1]), float(a[2]), a[3])
-    elif a[:1] == ["stamp"]:
-        stamp(a[1])
     else:
         sys.exit(__doc__)
