@@ -168,16 +168,15 @@ row "drain_mqtt_agent_cpu_per_event" "$(python3 -c "print(round($drained_cpu * 1
 presses=${BENCH_PRESSES:-1000}
 printf '#!/bin/sh\ni=0\nwhile [ $i -lt %d ]; do echo "{\\"model\\" : \\"EV1527\\", \\"code\\" : 5913745}"; i=$((i+1)); sleep 0.05; done\nexec sleep 100000\n' "$presses" > "$work/presses.sh"
 chmod +x "$work/presses.sh"
-mkdir -p "$work/latency-state"; cp "$work/idle-state/device.key" "$work/latency-state/"
-conf latency "$work/latency-state" "https://127.0.0.1:$port/events" ""
-sed -i "s|binary = \"$work/quiet.sh\"|binary = \"$work/presses.sh\"|" "$work/latency.toml"
+# A config for an agent named $1 whose radio is the script $3, delivering to $2, every line a press.
+press_conf() { # name url radio
+  mkdir -p "$work/$1-state"; cp "$work/idle-state/device.key" "$work/$1-state/"
+  conf "$1" "$work/$1-state" "$2" ""
+  sed -i "s|binary = \"$work/quiet.sh\"|binary = \"$3\"|" "$work/$1.toml"
+  printf '[tracker.button]\ncooldown_ms = 0\nrepeat_gap_ms = 20\n[[device]]\nid = "front-door"\nmatch = { code = "0x5A3C91" }\n' >> "$work/$1.toml"
+}
+press_conf latency "https://127.0.0.1:$port/events" "$work/presses.sh"
 cat >> "$work/latency.toml" <<CONF
-[tracker.button]
-cooldown_ms = 0
-repeat_gap_ms = 20
-[[device]]
-id = "front-door"
-match = { code = "0x5A3C91" }
 [metrics]
 file = "$work/latency.prom"
 interval_s = 1
@@ -218,16 +217,8 @@ for _ in $(seq 1 200); do [ -s "$work/press-recv.json" ] && break; sleep 0.05; d
 port2=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["port"])' "$work/press-recv.json")
 printf '#!/bin/sh\nexec "%s" "%s" radio %d 0.05 "%s"\n' "$py" "$root/Tests/helpers/uplink_peer.py" "$lat_presses" "$work/radio.stamps" > "$work/radio.sh"
 chmod +x "$work/radio.sh"
-mkdir -p "$work/press-state"; cp "$work/idle-state/device.key" "$work/press-state/"
-conf press "$work/press-state" "https://127.0.0.1:$port2/events" ""
-sed -i "s|binary = \"$work/quiet.sh\"|binary = \"$work/radio.sh\"|" "$work/press.toml"
+press_conf press "https://127.0.0.1:$port2/events" "$work/radio.sh"
 cat >> "$work/press.toml" <<CONF
-[tracker.button]
-cooldown_ms = 0
-repeat_gap_ms = 20
-[[device]]
-id = "front-door"
-match = { code = "0x5A3C91" }
 [[device]]
 id = "back-door"
 match = { code = "0x5A3C92" }
@@ -235,21 +226,26 @@ CONF
 "$rel/doorbell-agent" run --config "$work/press.toml" 2>"$work/press.log" & pid=$!; pids+=($pid)
 "$rel/doorbell-bench" wait-drained "$work/press.sock" "$lat_presses" || { echo "bench: the presses were not delivered within 10 minutes; see $work/press.log" >&2; exit 1; }
 kill $pid; wait $pid 2>/dev/null || true
-agent_events=$(grep -c 'doorbell.pressed' "$work/press-recv.jsonl" || true)
 mkdir -p "$work/press-peer"
 "$rel/doorbell-bench" prefill "$work/press-peer/outbox.sqlite" gw-bench "$((lat_presses + 1))"
 "$py" Tests/helpers/uplink_peer.py presses "$work/press-peer/outbox.sqlite" "https://127.0.0.1:$port2/events" "$work/pki/ca.pem" \
   "$work/g.whsec" "$work/idle-state/device.key" "$((lat_presses + 1))" 0.05 > "$work/peer-presses.json"
 sleep 0.5
-read -r a50 a99 p50 p99 n_agent n_peer <<<"$(python3 - "$work/radio.stamps" "$work/press-recv.jsonl" "$work/peer-presses.json" "$agent_events" <<'PY'
-import json, sys
-radio = [float(l.split()[0]) for l in open(sys.argv[1])]
-events = [json.loads(l)["t"] for l in open(sys.argv[2]) if 'doorbell.pressed' in l]
-agent_n = int(sys.argv[4])
-peer = json.load(open(sys.argv[3]))["t_press"]
+# Each of the agent's events goes with the last radio line written before its occurred_at (lines
+# are 50 ms apart, a frame is read within a few ms), the peer's in order (one POST at a time).
+read -r a50 a99 p50 p99 n_agent n_peer <<<"$(python3 - "$work/radio.stamps" "$work/press-recv.jsonl" "$work/peer-presses.json" <<'PY'
+import bisect, datetime, json, sys
+radio = sorted(float(l.split()[0]) for l in open(sys.argv[1]))
+peer = json.load(open(sys.argv[3]))
+logged = [json.loads(l) for l in open(sys.argv[2])]
 def q(xs, p): xs = sorted(xs); return xs[min(len(xs) - 1, int(p * len(xs)))] * 1000
-agent = [e - r for r, e in zip(radio, events[:agent_n])]
-peer_lat = [e - t for t, e in zip(peer, events[agent_n + 1:])]
+agent = []
+for l in logged:
+    if l["t"] >= peer["t_start"]: continue
+    occurred = datetime.datetime.fromisoformat(json.loads(l["body"])["occurred_at"].replace("Z", "+00:00")).timestamp()
+    k = bisect.bisect_right(radio, occurred + 0.0005) - 1
+    if k >= 0: agent.append(l["t"] - radio[k])
+peer_lat = [e - t for t, e in zip(peer["t_press"], [l["t"] for l in logged if l["t"] >= peer["t_start"]][1:])]
 print("%.3f %.3f %.3f %.3f %d %d" % (q(agent, .5), q(agent, .99), q(peer_lat, .5), q(peer_lat, .99), len(agent), len(peer_lat)))
 PY
 )"

@@ -73,14 +73,14 @@ def presses(outbox, url, ca, whsec, key, n, interval):
     events = rows(outbox)[:n]
     conn, path = connect(url, ca)
     post(conn, path, bytes(events[0][1]), sign(events[0][0], bytes(events[0][1])))  # the handshake, as the agent's kept-alive connection
-    stamps, direct = [], []
+    stamps, direct, started = [], [], time.time()
     for event_id, body in events[1:]:
         time.sleep(interval)
         t = time.time()
         post(conn, path, bytes(body), sign(event_id, bytes(body)))
         stamps.append(t)
         direct.append(time.time() - t)
-    print(json.dumps({"t_press": stamps, "press_to_2xx_s": direct}))
+    print(json.dumps({"t_start": started, "t_press": stamps, "press_to_2xx_s": direct}))
 
 
 def write_bytes():
