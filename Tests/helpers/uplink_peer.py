@@ -72,8 +72,9 @@ def presses(outbox, url, ca, whsec, key, n, interval):
     sign = signer(whsec, key)
     events = rows(outbox)[:n]
     conn, path = connect(url, ca)
+    started = time.time()  # what the receiver logs from here on is the peer's
     post(conn, path, bytes(events[0][1]), sign(events[0][0], bytes(events[0][1])))  # the handshake, as the agent's kept-alive connection
-    stamps, direct, started = [], [], time.time()
+    stamps, direct = [], []
     for event_id, body in events[1:]:
         time.sleep(interval)
         t = time.time()
