@@ -134,10 +134,12 @@ extension Outbox {
                    [sequence, Int64(limit)])
     }
 
-    /// The broker acknowledged these (PUBACK); rows no other sink waits for leave. One transaction.
+    /// The broker acknowledged these (PUBACK); rows no other sink waits for leave. One transaction,
+    /// with its fsync: unlike the cloud, a broker's subscribers (Home Assistant automations) do not
+    /// deduplicate by event id, so an acknowledgement lost to a power cut would ring the house twice.
     public func acknowledgeMQTT(_ ids: [String]) throws(OutboxError) {
         guard !ids.isEmpty else { return }
-        try transaction(acknowledgements: ids.count) { () throws(OutboxError) in
+        try transaction { () throws(OutboxError) in
             try keepLastSequence()
             for id in ids {
                 try run("UPDATE events SET sinks = sinks & ~2 WHERE id = ? AND sinks & 2 != 0", [.text(id)])

@@ -71,6 +71,23 @@ final class OutboxWearTests: XCTestCase {
         outbox.close()
     }
 
+    /// A broker's acknowledgements keep their fsync: Home Assistant does not deduplicate by event
+    /// id, so one lost to a power cut would publish (and ring) a press again.
+    func testBrokerAcknowledgementsCommitWithAnFsync() throws {
+        let dir = try TempDir()
+        let outbox = try Outbox(path: dir.file("outbox.sqlite"), sinks: [.cloud, .mqtt])
+        _ = try outbox.append((0..<16).map { i in OutboxNewEvent(id: "e\(i)", type: "doorbell.pressed", createdAtMs: 0) { _ in [1] } },
+                              bounds: nil, report: nil)
+        try outbox.settle(delivered: (0..<8).map { "e\($0)" })
+        XCTAssertGreaterThan(outbox.unsyncedAcknowledgements, 0, "the cloud's acknowledgements go unsynced")
+        try outbox.acknowledgeMQTT((0..<8).map { "e\($0)" })
+        XCTAssertEqual(outbox.unsyncedAcknowledgements, 0, "a broker's acknowledgement commits with an fsync")
+        try outbox.acknowledgeMQTT((8..<16).map { "e\($0)" })
+        XCTAssertEqual(outbox.unsyncedAcknowledgements, 0)
+        XCTAssertEqual(try outbox.stats(), try outbox.countedStats())
+        outbox.close()
+    }
+
     /// An outbox written by v6 (sequence in its own unique index, the last sequence in meta ahead
     /// of the table's last row) is re-keyed in place: every row and column kept, the sequence
     /// never goes back, and the next press gets the next one.
