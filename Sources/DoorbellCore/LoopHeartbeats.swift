@@ -1,7 +1,8 @@
-// The agent's long-lived loops (uplink, control socket, radios, MQTT) and when each last showed
-// it was alive. systemd's watchdog ping is earned only while every running loop has beaten within
-// its own wake-up period, so a loop that ended, or sits stuck (a deadlock, a call that never
-// returns), withholds the ping and systemd restarts the agent. Times are monotonic µs, given in.
+// The agent's long-lived loops (uplink, control socket, radios, MQTT, spill retries, metrics) and
+// when each last showed it was alive. systemd's watchdog ping is earned only while every running
+// loop has beaten within its own wake-up period, so a loop that ended, or sits stuck (a deadlock,
+// a call that never returns), withholds the ping and systemd restarts the agent; `agentctl status`
+// lists the same loops as problems. Times are monotonic µs, given in.
 
 public struct LoopHeartbeats: Sendable, Equatable {
     public struct Loop: Sendable, Equatable {
@@ -49,13 +50,45 @@ public struct LoopHeartbeats: Sendable, Equatable {
     /// Silent for longer than this is stuck.
     public func deadline(periodMicros: Int64) -> Int64 { 2 * periodMicros + graceMicros }
 
+    /// Each watched loop at `now`, for `agentctl status`.
+    public func states(at now: Int64) -> [State] {
+        loops.map { loop in
+            let silent = max(0, now - loop.lastBeatMicros)
+            let health: State.Health = loop.ended != nil ? .ended : silent > deadline(periodMicros: loop.periodMicros) ? .stuck : .running
+            return State(name: loop.name, health: health, silentSeconds: silent / 1_000_000,
+                         periodSeconds: max(1, loop.periodMicros / 1_000_000), reason: loop.ended)
+        }
+    }
+
     /// What is wrong at `now`, one line per dead or stuck loop; empty: ping the watchdog.
-    public func problems(at now: Int64) -> [String] {
-        loops.compactMap { loop in
-            if let reason = loop.ended { return "\(loop.name): the loop ended: \(reason)" }
-            let silent = now - loop.lastBeatMicros
-            guard silent > deadline(periodMicros: loop.periodMicros) else { return nil }
-            return "\(loop.name): no heartbeat for \(silent / 1_000_000) s (it wakes at least every \(max(1, loop.periodMicros / 1_000_000)) s): stuck"
+    public func problems(at now: Int64) -> [String] { states(at: now).compactMap(\.problem) }
+
+    /// One loop as the status shows it (and as an older or newer agent's answer reads back).
+    public struct State: Sendable, Equatable {
+        public enum Health: String, Sendable { case running, stuck, ended }
+        public var name: String
+        public var health: Health
+        public var silentSeconds: Int64
+        /// The longest it goes between beats when healthy.
+        public var periodSeconds: Int64
+        /// Why it ended (`ended` only).
+        public var reason: String?
+
+        public init(name: String, health: Health, silentSeconds: Int64, periodSeconds: Int64, reason: String? = nil) {
+            self.name = name
+            self.health = health
+            self.silentSeconds = silentSeconds
+            self.periodSeconds = periodSeconds
+            self.reason = reason
+        }
+
+        /// The watchdog's line for a dead or stuck loop; nil while it runs.
+        public var problem: String? {
+            switch health {
+            case .running: nil
+            case .ended: "\(name): the loop ended: \(reason ?? "?")"
+            case .stuck: "\(name): no heartbeat for \(silentSeconds) s (it wakes at least every \(periodSeconds) s): stuck"
+            }
         }
     }
 }

@@ -143,13 +143,13 @@ public final class Agent: @unchecked Sendable {
         self.control = control
 
         let config = self.config
-        runSpillRetries()
-        if !config.actions.isEmpty { actions.withLock { $0 = makeActionRunner(config.actions) } }
         // A loop that cannot start stops the agent (EX_OSERR) instead of running without it:
         // systemd starts it again, and the message says why.
         func started(_ start: () throws(ThreadStartError) -> Void) throws(AgentStartError) {
             do { try start() } catch { throw AgentStartError(description: error.description, exitCode: 71) }
         }
+        try started(runSpillRetries)
+        if !config.actions.isEmpty { actions.withLock { $0 = makeActionRunner(config.actions) } }
         let d = try makeDeliverer(config)
         if let d { try started(d.start) }
         if d == nil { log.warning("uplink.not_configured", [("hint", "events stay in the outbox until [uplink] is set")]) }
@@ -165,10 +165,9 @@ public final class Agent: @unchecked Sendable {
         let b = makeBLERadio(config)
         bleParts.withLock { $0 = b }
         if let b { try started(b.start) }
-        if let m = config.metrics {
-            let writer = MetricsWriter(settings: m, log: log) { [unowned self] in metricsText() }
-            writer.start()
-            metrics = writer
+        if let m = makeMetricsWriter(config) {
+            try started(m.start)
+            metrics = m
         }
         log.notice("agent.started", [("gateway", config.gatewayID), ("version", AgentVersion.current),
                                      ("devices", String(config.devices.count)), ("control", config.paths.controlSocket)])

@@ -76,6 +76,12 @@ extension Agent {
         }
     }
 
+    func makeMetricsWriter(_ config: AgentConfig) -> MetricsWriter? {
+        guard let settings = config.metrics else { return nil }
+        return MetricsWriter(settings: settings, log: log,
+                             heartbeat: loops.heartbeat("metrics", periodMicros: MetricsWriter.heartbeatPeriodMicros)) { [unowned self] in metricsText() }
+    }
+
     func makeRadio(_ config: AgentConfig) -> RTL433Radio? {
         guard let settings = config.rtl433 else { return nil }
         return RTL433Radio(settings: settings, log: log, pidFile: config.paths.stateDir + "/rtl433.pid",
@@ -163,8 +169,8 @@ extension Agent {
         }
         if new.metrics != old.metrics {
             metrics?.stop()
-            metrics = new.metrics.map { settings in MetricsWriter(settings: settings, log: log) { [unowned self] in metricsText() } }
-            metrics?.start()
+            metrics = makeMetricsWriter(new)
+            if let m = metrics { restarted(m.start) }
         }
         reloadStatus.withLock { $0 = .object([("ok", .bool(true)), ("at", .string(RFC3339.format(micros: Clocks.wallMicros())))]) }
         configProblem.withLock { $0 = nil }

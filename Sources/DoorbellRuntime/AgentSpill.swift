@@ -29,21 +29,28 @@ extension Agent {
     }
 
     /// Retries events held in memory while storage was full, oldest first, until they are stored.
-    func runSpillRetries() {
-        startThread(name: "spill") { [self] in
+    func runSpillRetries() throws(ThreadStartError) {
+        let heartbeat = loops.heartbeat("spill", periodMicros: Self.spillHeartbeatMicros)
+        try startLoop(heartbeat, thread: "spill") { [self] in
             while !spillStopping.snapshot {
                 let first = counters.withLock { $0.spilled.first }
                 guard let event = first else {
-                    spillWake.wait(timeoutMicros: nil)
+                    heartbeat.wait(spillWake, timeoutMicros: nil)
                     continue
                 }
+                heartbeat.beat()
                 if case .stored = store([event]) {
                     let left = counters.withLock { c -> Int in c.spilled.removeFirst(); return c.spilled.count }
                     if left == 0 { log.notice("outbox.recovered", [("hint", "storage has space again; every held event is stored")]) }
                     continue
                 }
-                spillWake.wait(timeoutMicros: 2_000_000)
+                heartbeat.wait(spillWake, timeoutMicros: 2_000_000)
             }
+            heartbeat.stopped()
         }
     }
+
+    /// The spill loop beats at least this often while it waits; a store stuck longer than two of
+    /// these and the grace is a stuck loop.
+    static let spillHeartbeatMicros: Int64 = 30_000_000
 }

@@ -145,6 +145,7 @@ extension Agent {
         report.configProblem = configProblem.snapshot
         report.threadStartFailures = Int64(threadStartFailures.snapshot)
         report.lastThreadStartError = lastThreadStartError.snapshot
+        report.loops = loops.states()
         report.residentBytes = ProcessMemory.residentBytes().map(Int64.init)
         return report
     }

@@ -17,6 +17,12 @@ public final class LoopMonitor: Sendable {
         Heartbeat(name: name, periodMicros: periodMicros, monitor: self)
     }
 
+    /// Every watched loop, for the status.
+    public func states() -> [LoopHeartbeats.State] {
+        let t = now()
+        return state.withLock { $0.states(at: t) }
+    }
+
     /// Dead or stuck loops, one line each; empty when all is well.
     public func problems() -> [String] {
         let t = now()

@@ -8,26 +8,32 @@ public final class MetricsWriter: @unchecked Sendable {
     let settings: MetricsSettings
     let log: Logger
     let render: @Sendable () -> String
+    /// Beats while it waits between writes; a write (the status behind it) stuck longer than
+    /// two periods and the grace is a stuck loop.
+    public let heartbeat: Heartbeat
+    public static let heartbeatPeriodMicros: Int64 = 30_000_000
     private let wake = WakeSignal()
     private let done = WakeSignal()
     private let stopping = Locked(false)
 
-    public init(settings: MetricsSettings, log: Logger, render: @escaping @Sendable () -> String) {
+    public init(settings: MetricsSettings, log: Logger, heartbeat: Heartbeat? = nil, render: @escaping @Sendable () -> String) {
         self.settings = settings
         self.log = log
+        self.heartbeat = heartbeat ?? .unmonitored("metrics", periodMicros: Self.heartbeatPeriodMicros)
         self.render = render
     }
 
-    public func start() {
-        startThread(name: "metrics") { [self] in
+    public func start() throws(ThreadStartError) {
+        try startLoop(heartbeat, thread: "metrics") { [self] in
             var lastError: String?
             while !stopping.snapshot {
+                heartbeat.beat()
                 let error = writeOnce()
                 if error != lastError {
                     if let error { log.warning("metrics.write_failed", [("file", settings.file), ("error", error)]) }
                     lastError = error
                 }
-                wake.wait(timeoutMicros: Int64(settings.intervalSeconds) * 1_000_000)
+                heartbeat.wait(wake, timeoutMicros: Int64(settings.intervalSeconds) * 1_000_000)
             }
             done.signal()
         }
@@ -35,6 +41,7 @@ public final class MetricsWriter: @unchecked Sendable {
 
     public func stop() {
         stopping.withLock { $0 = true }
+        heartbeat.stopped()
         wake.signal()
         done.wait(timeoutMicros: 2_000_000)
     }

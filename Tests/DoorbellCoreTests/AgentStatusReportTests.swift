@@ -67,6 +67,9 @@ import Testing
         phones.readingNotifications = true
         phones.notificationsRead = 14
         r.phones = phones
+        r.loops = ["control", "spill", "uplink", "radio rtl433", "radio ook", "radio ble", "mqtt", "metrics"].map {
+            LoopHeartbeats.State(name: $0, health: .running, silentSeconds: 1, periodSeconds: 5)
+        }
         return r
     }
 
@@ -110,6 +113,10 @@ import Testing
         #expect(problems { $0.configProblem = "line 3: unknown key" } == ["config: line 3: unknown key"])
         #expect(problems { $0.phoneProblem = "phones.json was damaged" } == ["phones: phones.json was damaged"])
         #expect(problems { $0.threadStartFailures = 1 }.first?.hasPrefix("threads: 1 could not be started") == true)
+        #expect(problems { $0.loops[1] = .init(name: "spill", health: .stuck, silentSeconds: 95, periodSeconds: 30) }
+                == ["loop spill: no heartbeat for 95 s (it wakes at least every 30 s): stuck; the watchdog ping is withheld, so systemd restarts the agent (WatchdogSec= in the unit; without it, restart it yourself)"])
+        #expect(problems { $0.loops[7] = .init(name: "metrics", health: .ended, silentSeconds: 0, periodSeconds: 30, reason: "its thread could not start (EAGAIN)") }
+                .first?.hasPrefix("loop metrics: the loop ended: its thread could not start (EAGAIN); the watchdog ping is withheld") == true)
         #expect(problems { $0.clock.deliveryHeld = true; $0.clock.reason = "no NTP" }.first?.contains("(no NTP); delivery is held") == true)
     }
 

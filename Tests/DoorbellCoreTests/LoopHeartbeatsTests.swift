@@ -40,6 +40,34 @@ import Testing
         #expect(h.problems(at: 3_600 * Self.s).isEmpty, "a reload or a finished replay stopped them on purpose")
     }
 
+    /// What `agentctl status` shows (issue #27 item 6's rest): every watched loop with its state,
+    /// and a stuck or ended one as a problem, the same loops the watchdog ping is withheld for.
+    /// Before, the status listed no loops and a stuck spill or metrics loop was nowhere.
+    @Test func theStatusShowsEveryLoopAndTheStuckAndEndedOnesAreItsProblems() {
+        var h = LoopHeartbeats(graceMicros: 10 * Self.s)
+        h.started("spill", periodMicros: 30 * Self.s, at: 0)
+        h.started("metrics", periodMicros: 30 * Self.s, at: 0)
+        h.started("control", periodMicros: 5 * Self.s, at: 0)
+        h.beat("control", at: 95 * Self.s)
+        h.beat("metrics", at: 90 * Self.s)
+        h.ended("uplink", reason: "its thread could not start (Resource temporarily unavailable)", at: 1 * Self.s)
+        var report = AgentStatusReport(version: "1", gatewayID: "gw", pid: 1, uptimeSeconds: 95,
+                                       clock: .init(synchronized: true, reason: "", requireSync: false, deliveryHeld: false, bootID: "", nowWallMicros: 0),
+                                       outbox: .init(stateDir: "/var/lib/doorbell-agent"))
+        report.loops = h.states(at: 100 * Self.s)
+        #expect(report.loops.map(\.health) == [.stuck, .running, .running, .ended])
+        #expect(report.loops.map(\.silentSeconds) == [100, 10, 5, 99])
+        #expect(report.problems.count == 2)
+        #expect(report.problems.first?.hasPrefix("loop spill: no heartbeat for 100 s (it wakes at least every 30 s): stuck; the watchdog ping is withheld") == true,
+                "\(report.problems)")
+        #expect(report.problems.last?.hasPrefix("loop uplink: the loop ended: its thread could not start") == true)
+        #expect(report.problems.map { String($0.dropFirst(5).prefix { $0 != ";" }) } == h.problems(at: 100 * Self.s),
+                "the same lines as the watchdog's")
+        let row = StatusTable.render(report).split(separator: "\n").first { $0.hasPrefix("loops ") }
+        #expect(row?.hasSuffix("  2 running, spill stuck, uplink ended") == true, "\(StatusTable.render(report))")
+        #expect(AgentStatusReport(json: report.json)?.loops == report.loops, "agentctl reads back what the agent meant")
+    }
+
     /// Whatever the schedule, a loop that beats at least once a period is never reported, and one
     /// that stops beating is reported exactly when its silence passes the deadline.
     @Test func beatsWithinThePeriodAreAlwaysAliveAndSilenceIsFoundAtTheDeadline() async {

@@ -38,6 +38,31 @@ final class LoopHeartbeatTests: XCTestCase {
 }
 
 extension LoopHeartbeatTests {
+    /// The metrics writer is a watched loop (it had no heartbeat): idle between writes it keeps
+    /// beating, a write stuck in the status behind it is reported once its silence passes the
+    /// deadline, and it beats again once the write returns.
+    func testAStuckMetricsWriteIsFoundByItsHeartbeatWhileAnIdleWriterIsNot() throws {
+        let dir = try TempDir()
+        let monitor = LoopMonitor(graceMicros: 300_000)
+        let release = WakeSignal()
+        let renders = Locked(0)
+        let writer = MetricsWriter(settings: MetricsSettings(file: dir.file("agent.prom"), intervalSeconds: 600), log: Logger(level: .error),
+                                   heartbeat: monitor.heartbeat("metrics", periodMicros: 100_000)) {
+            // The first write blocks like a status that never returns; later ones do not.
+            if renders.withLock({ n -> Int in n += 1; return n }) == 1 { release.wait(timeoutMicros: 60_000_000) }
+            return "doorbell_up 1\n"
+        }
+        try writer.start()
+        eventually(20, "the stuck write is reported") { monitor.problems().contains { $0.hasPrefix("metrics: no heartbeat for") } }
+        release.signal()
+        eventually(20, "the writer beats again, waiting ten minutes for its next write") { monitor.problems().isEmpty }
+        usleep(1_000_000) // ten periods of waiting: still beating
+        XCTAssertEqual(monitor.problems(), [])
+        XCTAssertEqual(monitor.states().map(\.name), ["metrics"])
+        writer.stop()
+        XCTAssertEqual(monitor.states().map(\.name), [], "stopped on purpose: no longer watched")
+    }
+
     /// A user allowed three tasks: the main thread, the control socket's and the spill retries'
     /// take them, and the uplink's cannot start. Before, the agent ran on without an uplink,
     /// pinging the watchdog and delivering nothing; now it stops with EX_OSERR and says why.

@@ -42,6 +42,10 @@ extension AgentStatusReport {
             ("config_reload", configReload),
             ("config_problem", text(configProblem)),
             ("threads", .object([("start_failures", num(threadStartFailures)), ("last_error", text(lastThreadStartError))])),
+            ("loops", .array(loops.map { l in
+                .object([("name", .string(l.name)), ("state", .string(l.health.rawValue)), ("silent_s", num(l.silentSeconds)),
+                         ("period_s", num(l.periodSeconds)), ("reason", text(l.reason))])
+            })),
             ("actions", .array(actions.map { a in
                 .object([("name", .string(a.name)), ("does", .string(a.does)), ("runs", num(a.runs)), ("failures", num(a.failures)), ("timeouts", num(a.timeouts)),
                          ("skipped_busy", num(a.skippedBusy)), ("running", num(a.running)), ("last_error", text(a.lastError))])
@@ -113,6 +117,12 @@ extension AgentStatusReport {
         configProblem = s["config_problem"]?.stringValue
         threadStartFailures = s["threads"]?["start_failures"]?.intValue ?? 0
         lastThreadStartError = s["threads"]?["last_error"]?.stringValue
+        // A state this agentctl does not know (a newer agent's) reads as stuck: shown, not hidden.
+        loops = (s["loops"]?.arrayValues ?? []).map { l in
+            LoopHeartbeats.State(name: l["name"]?.stringValue ?? "?", health: l["state"]?.stringValue.flatMap(LoopHeartbeats.State.Health.init(rawValue:)) ?? .stuck,
+                                 silentSeconds: l["silent_s"]?.intValue ?? 0, periodSeconds: l["period_s"]?.intValue ?? 0,
+                                 reason: l["reason"]?.stringValue)
+        }
         actions = (s["actions"]?.arrayValues ?? []).map { a in
             var x = Action(name: a["name"]?.stringValue ?? "?")
             x.does = a["does"]?.stringValue ?? ""

@@ -29,6 +29,8 @@ public struct AgentStatusReport: Sendable, Equatable {
     public var configProblem: String?
     public var threadStartFailures: Int64 = 0
     public var lastThreadStartError: String?
+    /// The long-lived loops the watchdog ping watches (LoopHeartbeats), running, stuck or ended.
+    public var loops: [LoopHeartbeats.State] = []
     /// Not in the JSON: the metrics file's alone.
     public var residentBytes: Int64?
 
@@ -242,6 +244,9 @@ public struct AgentStatusReport: Sendable, Equatable {
         if let p = configProblem { out.append("config: \(p)") }
         if threadStartFailures > 0 {
             out.append("threads: \(threadStartFailures) could not be started (last: \(lastThreadStartError ?? "?")); the system is out of memory or at its task limit")
+        }
+        for p in loops.compactMap(\.problem) {
+            out.append("loop \(p); the watchdog ping is withheld, so systemd restarts the agent (WatchdogSec= in the unit; without it, restart it yourself)")
         }
         if clock.deliveryHeld {
             out.append("clock: not synchronized yet (\(clock.reason)); delivery is held so the cloud gets no timestamps from 1970 (check NTP: timedatectl)")

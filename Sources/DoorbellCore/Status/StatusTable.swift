@@ -62,6 +62,11 @@ public enum StatusTable {
                 rows.append(("action \(a.name)", "\(a.runs) runs, \(a.failures) failures, \(a.timeouts) timeouts, \(a.skippedBusy) skipped while busy"))
             }
         }
+        if !s.loops.isEmpty {
+            let running = s.loops.filter { $0.health == .running }.count
+            let others = s.loops.filter { $0.health != .running }.map { "\($0.name) \($0.health.rawValue)" }
+            rows.append(("loops", (["\(running) running"] + others).joined(separator: ", ")))
+        }
         if !s.unknownTransmitters.isEmpty {
             rows.append(("not configured", "\(s.unknownTransmitters.count) transmitter(s) heard:"))
             for u in s.unknownTransmitters { rows.append(("  \(u.identity)", "\(u.model), \(u.frames) frames, last \(time(u.lastSeenWallMicros))")) }

@@ -127,21 +127,38 @@ extension CloudStore {
     /// that dies mid-send leaves it to the others when the lease runs out, and the same process
     /// restarted takes it back at once (`reclaimLeases`). Ordered by the due time alone, so the
     /// `deliveries_due` index yields the batch without sorting every pending row (a whole event's
-    /// pushes share one due time anyway). The outer condition is re-checked on PostgreSQL when a
-    /// concurrent claim wins the row lock, so a row is claimed once.
-    /// Not `FOR UPDATE SKIP LOCKED` (yet): with it in the inner SELECT, FanOutTests'
-    /// two-fan-outs test saw one of the two claim nothing at all (issue #27, 10, left open).
+    /// pushes share one due time anyway).
+    ///
+    /// PostgreSQL: the batch is chosen and locked `FOR UPDATE SKIP LOCKED` in a MATERIALIZED CTE,
+    /// so two servers claiming at once take disjoint batches without waiting on each other's
+    /// row locks. Not as `… IN (SELECT … LIMIT n FOR UPDATE SKIP LOCKED)`: without statistics
+    /// (a young table) PostgreSQL plans that as a nested-loop semi-join that runs the subquery
+    /// again for every outer row, each run locking and returning further rows, so one claim took
+    /// the whole queue past its limit and the other server found nothing (issue #27, 10). A CTE
+    /// is run once. SQLite has one writer: nothing to skip, the plain form.
     public func claimDue(now: Int64, limit: Int, leaseMilliseconds: Int64, owner: String) async throws(StoreError) -> [Delivery] {
         try await withConnection { (db) async throws(StoreError) in
-            try await db.query(
-                """
-                UPDATE deliveries SET next_attempt_at_ms = $2, lease_owner = $4
-                WHERE state = 'pending' AND next_attempt_at_ms <= $1 AND (event_id, token) IN (
-                    SELECT event_id, token FROM deliveries
-                    WHERE state = 'pending' AND next_attempt_at_ms <= $1
-                    ORDER BY next_attempt_at_ms LIMIT $3)
-                RETURNING \(Self.deliveryColumns)
-                """, [.integer(now), .integer(now + leaseMilliseconds), .integer(Int64(limit)), .text(owner)],
+            let sql = db.backend == "PostgreSQL"
+                ? """
+                  WITH batch AS MATERIALIZED (
+                      SELECT event_id AS batch_event, token AS batch_token FROM deliveries
+                      WHERE state = 'pending' AND next_attempt_at_ms <= $1
+                      ORDER BY next_attempt_at_ms LIMIT $3
+                      FOR UPDATE SKIP LOCKED)
+                  UPDATE deliveries SET next_attempt_at_ms = $2, lease_owner = $4
+                  FROM batch WHERE event_id = batch_event AND token = batch_token
+                  RETURNING \(Self.deliveryColumns)
+                  """
+                : """
+                  UPDATE deliveries SET next_attempt_at_ms = $2, lease_owner = $4
+                  WHERE state = 'pending' AND next_attempt_at_ms <= $1 AND (event_id, token) IN (
+                      SELECT event_id, token FROM deliveries
+                      WHERE state = 'pending' AND next_attempt_at_ms <= $1
+                      ORDER BY next_attempt_at_ms LIMIT $3)
+                  RETURNING \(Self.deliveryColumns)
+                  """
+            return try await db.query(
+                sql, [.integer(now), .integer(now + leaseMilliseconds), .integer(Int64(limit)), .text(owner)],
                 operation: "claim due deliveries"
             ).rows.compactMap(Self.delivery)
         }

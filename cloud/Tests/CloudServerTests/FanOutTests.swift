@@ -637,11 +637,13 @@ enum StoreBackend: String, Sendable, CustomTestStringConvertible {
     }
 
     /// Two fan-outs on one database (two `serve` processes): each due push is claimed by one of
-    /// them, so every phone rings exactly once.
+    /// them, so every phone rings exactly once. A claim takes at most 80 (concurrency 20 × 4) of
+    /// the 150, so both take a share: APNs answers after 50 ms, so the first fan-out's first
+    /// batch keeps it busy for at least 200 ms, long enough for the second to claim the rest.
     @Test(arguments: StoreBackend.available)
     func twoFanOutsOnOneDatabaseSendEachPushOnce(backend: StoreBackend) async throws {
         let tokens = (0..<150).map { _ in randomDeviceToken() }
-        let apns = try APNsTestServer(script: ["default": ["status": 200], "delay_ms": 5])
+        let apns = try APNsTestServer(script: ["default": ["status": 200], "delay_ms": 50])
         let cloud = try await cloud(apns, backend: backend, concurrency: 20)
         let secondStore = try await cloud.another()
         let secondClient = try APNsClient(settings: apnsSettings(apns, concurrency: 20), logger: logger)

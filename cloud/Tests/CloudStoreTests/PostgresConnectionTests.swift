@@ -123,6 +123,46 @@ final class PostgresConnectionTests {
         #expect(results.filter { $0 == .duplicate }.count == 15)
     }
 
+    /// Two servers claiming pushes at once (issue #27, 10). Another server's claim is in flight
+    /// (its row locks held in an open transaction on a second connection) on the pushes due
+    /// first; this server's claims skip those rows instead of waiting for them, take disjoint
+    /// batches of at most their limit, and the held rows are claimable once released.
+    /// Fails without SKIP LOCKED (the claim waits for the held rows until statement_timeout) and
+    /// with SKIP LOCKED in an `IN (SELECT … LIMIT)` subquery (planned as a semi-join that reruns
+    /// the subquery, one claim took all 120 free rows with a limit of 50).
+    @Test func claimsSkipRowsAnotherServerHoldsAndNeverPassTheirLimit() async throws {
+        let store = try await CloudStore(database: connect())
+        let other = try await connect()
+        // 30 pushes due at 500 (the ones another server is claiming), 120 due at 1000.
+        let due: [(token: String, at: Int64)] = (0..<30).map { ("held-\($0)", 500) } + (0..<120).map { ("free-\($0)", 1_000) }
+        for push in due {
+            try await other.query(
+                """
+                INSERT INTO deliveries (event_id, token, account_id, environment, bundle_id, payload, apns_id,
+                    expires_at_ms, state, next_attempt_at_ms, created_at_ms, updated_at_ms)
+                VALUES ('e1', $1, 'a1', 'production', 'com.example.doorbell', '{}', 'x', 99999999, 'pending', $2, 1, 1)
+                """, [.text(push.token), .integer(push.at)], operation: "queue push")
+        }
+        let lease: Int64 = 60_000
+        let (whileHeld, held) = try await other.withTransaction("another server's claim") { (tx) async throws(StoreError) in
+            let held = try await tx.query(
+                "SELECT token FROM deliveries WHERE next_attempt_at_ms = 500 FOR UPDATE", [], operation: "hold").rows.compactMap { $0.text(0) }
+            var claims: [[Delivery]] = []
+            for limit in [50, 100, 100] {
+                claims.append(try await store.claimDue(now: 2_000, limit: limit, leaseMilliseconds: lease, owner: "b"))
+            }
+            return (claims, held)
+        }
+        #expect(held.count == 30)
+        #expect(whileHeld.map(\.count) == [50, 70, 0], "each claim at most its limit; the held rows skipped, not waited for")
+        let claimed = whileHeld.flatMap { $0.map(\.token) }
+        #expect(Set(claimed).count == claimed.count, "no push claimed twice")
+        #expect(claimed.allSatisfy { $0.hasPrefix("free-") })
+        let released = try await store.claimDue(now: 2_000, limit: 100, leaseMilliseconds: lease, owner: "b").map(\.token)
+        #expect(Set(released) == Set(held), "the other server's rows, once it let go")
+        #expect(try await store.claimDue(now: 2_000, limit: 100, leaseMilliseconds: lease, owner: "b").isEmpty)
+    }
+
     @Test func nullAndIntegerParametersRoundTrip() async throws {
         try await SharedChecks.nullAndIntegerRoundTrip(connect())
     }
