@@ -78,6 +78,10 @@ public enum HCIEvent: Sendable, Equatable {
     /// One event packet without the H4 type byte: `code len params`. nil when malformed.
     public static func parse(_ p: [UInt8]) -> HCIEvent? {
         guard p.count >= 2, Int(p[1]) == p.count - 2 else { return nil }
+        // Advertising reports, most of what a scanner hears, are read in place (no copies).
+        if p[0] == leMetaCode, p.count >= 3, p[2] == 0x02 || p[2] == 0x0D {
+            return (p[2] == 0x02 ? legacyReports(p, from: 3) : extendedReports(p, from: 3)).map { .advertisingReports($0) }
+        }
         let params = Array(p.dropFirst(2))
         switch p[0] {
         case commandCompleteCode:
@@ -92,8 +96,6 @@ public enum HCIEvent: Sendable, Equatable {
         case leMetaCode:
             guard let sub = params.first else { return nil }
             switch sub {
-            case 0x02: return legacyReports(Array(params.dropFirst())).map { .advertisingReports($0) }
-            case 0x0D: return extendedReports(Array(params.dropFirst())).map { .advertisingReports($0) }
             case 0x01, 0x0A: return connection(Array(params.dropFirst()), enhanced: sub == 0x0A)
             case 0x12:
                 guard params.count == 6 else { return nil }
@@ -139,10 +141,11 @@ public enum HCIEvent: Sendable, Equatable {
     /// Num_Reports, then per report: event type, address type, address (6), data length, data, RSSI.
     /// Core 5.x lays the reports out one after another (the pre-4.2 arrays-of-fields layout is
     /// only ever used with one report, where both are the same).
-    static func legacyReports(_ p: [UInt8]) -> [BLEAdvertisingReport]? {
-        guard let n = p.first, n >= 1 else { return nil }
+    static func legacyReports(_ p: [UInt8], from start: Int) -> [BLEAdvertisingReport]? {
+        guard start < p.count, case let n = p[start], n >= 1 else { return nil }
         var out: [BLEAdvertisingReport] = []
-        var i = 1
+        out.reserveCapacity(Int(n))
+        var i = start + 1
         for _ in 0..<n {
             guard i + 9 <= p.count else { return nil }
             let length = Int(p[i + 8])
@@ -157,10 +160,11 @@ public enum HCIEvent: Sendable, Equatable {
 
     /// Per report: event type (2), address type, address (6), primary/secondary PHY, SID, TX power,
     /// RSSI, periodic interval (2), direct address type and address (7), data length, data.
-    static func extendedReports(_ p: [UInt8]) -> [BLEAdvertisingReport]? {
-        guard let n = p.first, n >= 1 else { return nil }
+    static func extendedReports(_ p: [UInt8], from start: Int) -> [BLEAdvertisingReport]? {
+        guard start < p.count, case let n = p[start], n >= 1 else { return nil }
         var out: [BLEAdvertisingReport] = []
-        var i = 1
+        out.reserveCapacity(Int(n))
+        var i = start + 1
         for _ in 0..<n {
             guard i + 24 <= p.count else { return nil }
             let length = Int(p[i + 23])
