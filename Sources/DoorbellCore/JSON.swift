@@ -251,18 +251,19 @@ public struct JSONWriter {
         case let .string(s): writeString(s)
         case let .array(items):
             bytes.append(UInt8(ascii: "["))
-            for (i, item) in items.enumerated() {
+            for i in items.indices {
                 if i > 0 { bytes.append(UInt8(ascii: ",")) }
-                write(item)
+                write(items[i])
             }
             bytes.append(UInt8(ascii: "]"))
         case let .object(members):
             bytes.append(UInt8(ascii: "{"))
-            for (i, (k, v)) in members.enumerated() {
+            // By index: no (key, value) tuple copied out per member.
+            for i in members.indices {
                 if i > 0 { bytes.append(UInt8(ascii: ",")) }
-                writeString(k)
+                writeString(members[i].0)
                 bytes.append(UInt8(ascii: ":"))
-                write(v)
+                write(members[i].1)
             }
             bytes.append(UInt8(ascii: "}"))
         }

@@ -38,7 +38,7 @@ public struct Recording: Sendable {
         var reader = BLECaptureReader(fileName: fileName)
         reader.feed(bytes[...])
         var inputs: [Input] = []
-        while let input = try reader.next() { inputs.append(input) }
+        while let e = try reader.next() { inputs.append(.ble(e.reports, atMicros: e.atMicros, unixMicros: e.unixMicros)) }
         try reader.finish()
         return Recording(kind: .ble, inputs: inputs, durationMicros: reader.durationMicros)
     }
@@ -113,8 +113,17 @@ public struct BLECaptureReader: Sendable {
 
     public mutating func feed(_ bytes: ArraySlice<UInt8>) { snoop.feed(bytes) }
 
+    /// The advertising reports of one received HCI event, with the capture's own clock (what
+    /// `Recording.Input.ble` holds, without the enum's copies on the way).
+    public struct Reports: Sendable {
+        public var reports: [BLEAdvertisingReport]
+        /// From the capture's first record.
+        public var atMicros: Int64
+        public var unixMicros: Int64
+    }
+
     /// The next advertising reports, or nil until more bytes are fed.
-    public mutating func next() throws(Recording.Error) -> Recording.Input? {
+    public mutating func next() throws(Recording.Error) -> Reports? {
         while true {
             let record: (timeMicros: Int64, received: Bool, type: UInt8?, body: ArraySlice<UInt8>)
             do {
@@ -126,14 +135,13 @@ public struct BLECaptureReader: Sendable {
             let origin = self.origin ?? record.timeMicros
             self.origin = origin
             // Only LE Meta events can hold advertising reports: the rest is skipped uncopied.
-            guard record.received, record.type == 0x04, record.body.first == HCIEvent.leMetaCode,
-                  case let .advertisingReports(reports)? = HCIEvent.parse(Array(record.body)) else { continue }
+            guard record.received, record.type == 0x04, let reports = HCIEvent.advertisingReports(record.body) else { continue }
             // A capture's clock is outside input: offsets beyond ±285 years are clamped there,
             // so the sums replay makes of them (start + offset, durations) never overflow.
             let (offset, overflow) = record.timeMicros.subtractingReportingOverflow(origin)
             let at = overflow ? (origin > 0 ? -Self.maxOffsetMicros : Self.maxOffsetMicros) : min(max(offset, -Self.maxOffsetMicros), Self.maxOffsetMicros)
             durationMicros = max(durationMicros, at)
-            return .ble(reports, atMicros: at, unixMicros: record.timeMicros)
+            return Reports(reports: reports, atMicros: at, unixMicros: record.timeMicros)
         }
     }
 

@@ -193,9 +193,9 @@ extension DoorbellAgentCommand {
                     while !chunk.isEmpty {
                         capture.feed(chunk)
                         do throws(Recording.Error) {
-                            while case let .ble(reports, at, unix)? = try capture.next() {
-                                let time = ReceiveTime(monoMicros: start + at, wallMicros: unix, clockSynced: true)
-                                for report in reports { emit(ble.handle(report: report, at: time), wall: unix) }
+                            while let e = try capture.next() {
+                                let time = ReceiveTime(monoMicros: start + e.atMicros, wallMicros: e.unixMicros, clockSynced: true)
+                                for report in e.reports { emit(ble.handle(report: report, at: time), wall: e.unixMicros) }
                             }
                         } catch { throw fail(error.description, 65) }
                         guard let next = reader.read() else { throw fail("\(file): cannot read: \(errnoText())", 66) }

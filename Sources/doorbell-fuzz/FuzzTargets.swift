@@ -126,9 +126,9 @@ enum FuzzTarget: String, CaseIterable {
                 reader.feed(bytes[at..<end])
                 at = end
                 do {
-                    while case let .ble(reports, offset, unix)? = try reader.next() {
+                    while let e = try reader.next() {
                         streamed += 1
-                        for r in reports { _ = pipeline.handle(report: r, at: ReceiveTime(monoMicros: offset, wallMicros: unix, clockSynced: true)) }
+                        for r in e.reports { _ = pipeline.handle(report: r, at: ReceiveTime(monoMicros: e.atMicros, wallMicros: e.unixMicros, clockSynced: true)) }
                     }
                 } catch { failed = true }
             }

@@ -84,7 +84,7 @@ import Testing
         var reader = BLECaptureReader(fileName: "far.btsnoop")
         reader.feed(file[...])
         var offsets: [Int64] = []
-        while case let .ble(_, at, _)? = try reader.next() { offsets.append(at) }
+        while let e = try reader.next() { offsets.append(e.atMicros) }
         try reader.finish()
         #expect(offsets.count == 2)
         #expect(offsets.first == 0)
