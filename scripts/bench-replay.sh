@@ -18,7 +18,8 @@ long=$work/replay-$((adverts * 10)).btsnoop
 [ -s "$capture" ] || "$bench" ble-capture "$adverts" "$capture"
 [ -s "$long" ] || "$bench" ble-capture "$((adverts * 10))" "$long"
 
-# One run of a command, stdout to a file: wall seconds and peak RSS (wait4's ru_maxrss, KiB).
+# One run of a command, stdout to a file: wall seconds, peak RSS (wait4's ru_maxrss, KiB), exit
+# status, CPU seconds (user + system: what the load of the shared machine disturbs least).
 measure() { # out command...
   python3 - "$@" <<'PY'
 import os, sys, time
@@ -32,28 +33,29 @@ if pid == 0:
     os.dup2(err, 2)
     os.execv(argv[0], argv)
 _, status, usage = os.wait4(pid, 0)
-print(time.perf_counter() - t0, usage.ru_maxrss, os.waitstatus_to_exitcode(status))
+print(time.perf_counter() - t0, usage.ru_maxrss, os.waitstatus_to_exitcode(status), usage.ru_utime + usage.ru_stime)
 PY
 }
 median() { sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 
-agent_s=() peer_s=() agent_rss=() peer_rss=()
+agent_s=() peer_s=() agent_rss=() peer_rss=() agent_cpu=() peer_cpu=()
 for _ in $(seq 1 "$runs"); do
-  read -r s rss rc < <(measure "$work/replay-agent.jsonl" "$agent" replay "$capture")
+  read -r s rss rc cpu < <(measure "$work/replay-agent.jsonl" "$agent" replay "$capture")
   [ "$rc" = 0 ] || { echo "bench-replay: doorbell-agent replay failed: $(cat "$work/replay-agent.jsonl.err")" >&2; exit 1; }
-  agent_s+=("$s") agent_rss+=("$rss")
-  read -r s rss rc < <(measure "$work/replay-peer.jsonl" "$py" Tests/helpers/ble_replay_reference.py "$capture")
+  agent_s+=("$s") agent_rss+=("$rss") agent_cpu+=("$cpu")
+  read -r s rss rc cpu < <(measure "$work/replay-peer.jsonl" "$py" Tests/helpers/ble_replay_reference.py "$capture")
   [ "$rc" = 0 ] || { echo "bench-replay: the Python peer failed: $(cat "$work/replay-peer.jsonl.err")" >&2; exit 1; }
-  peer_s+=("$s") peer_rss+=("$rss")
+  peer_s+=("$s") peer_rss+=("$rss") peer_cpu+=("$cpu")
 done
 as=$(printf '%s\n' "${agent_s[@]}" | median) ps=$(printf '%s\n' "${peer_s[@]}" | median)
 arss=$(printf '%s\n' "${agent_rss[@]}" | median) prss=$(printf '%s\n' "${peer_rss[@]}" | median)
+acpu=$(printf '%s\n' "${agent_cpu[@]}" | median) pcpu=$(printf '%s\n' "${peer_cpu[@]}" | median)
 events=$(wc -l < "$work/replay-agent.jsonl") peer_events=$(wc -l < "$work/replay-peer.jsonl")
-read -r ls lrss rc < <(measure /dev/null "$agent" replay "$long")
+read -r ls lrss rc _ < <(measure /dev/null "$agent" replay "$long")
 [ "$rc" = 0 ] || { echo "bench-replay: doorbell-agent replay of $long failed" >&2; exit 1; }
 ratio=$(python3 -c "print(round($ps / $as, 1))")
 printf 'replay_adverts_per_s%s\t%s\tadverts/s\t%s\n' "$label" "$(python3 -c "print(round($adverts / $as))")" \
-  "doorbell-agent replay of a $adverts-advert btsnoop capture (doorbell-bench ble-capture: 40 %% BTHome presses from 4096 rotating addresses, 10 %% encrypted, 30 %% iBeacon, 20 %% noise; no config), whole process, stdout to a file, median of $runs alternating with the peer ($events events): ${ratio}× the Python peer"
+  "doorbell-agent replay of a $adverts-advert btsnoop capture (doorbell-bench ble-capture: 40 % BTHome presses from 4096 rotating addresses, 10 % encrypted, 30 % iBeacon, 20 % noise; no config), whole process, stdout to a file, median of $runs alternating with the peer ($events events): ${ratio}× the Python peer"
 printf 'replay_peak_rss%s\t%s\tMiB\t%s\n' "$label" "$(python3 -c "print(round($arss / 1024, 1))")" "same runs, wait4 ru_maxrss, median"
 printf 'replay_peak_rss_10x%s\t%s\tMiB\t%s\n' "$label" "$(python3 -c "print(round($lrss / 1024, 1))")" \
   "the same replay of a capture 10× as long ($((adverts * 10)) adverts, $(python3 -c "print(round($adverts * 10 / $ls))") adverts/s): peak RSS must not grow with the capture"
@@ -63,6 +65,8 @@ if [ -z "$label" ]; then
   printf 'replay_python_peer_peak_rss\t%s\tMiB\t%s\n' "$(python3 -c "print(round($prss / 1024, 1))")" "same runs, wait4 ru_maxrss, median"
 fi
 printf 'replay_speed_ratio%s\t%s\t×\t%s\n' "$label" "$ratio" "adverts/s of doorbell-agent replay ÷ the Python peer's, same capture, same run (goal ≥ 20×, peak RSS ≤ 32 MiB at any length)"
+printf 'replay_cpu_ratio%s\t%s\t×\t%s\n' "$label" "$(python3 -c "print(round($pcpu / $acpu, 1))")" \
+  "the same by CPU time (user + system, medians: the agent $acpu s, the peer $pcpu s), which the other processes on the machine disturb less than wall time"
 
 # Instructions per advert (callgrind: independent of the load). The difference between a capture
 # and one twice as long, divided by the extra adverts: start-up (Python's imports, the agent's

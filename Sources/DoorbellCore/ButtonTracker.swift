@@ -149,24 +149,16 @@ public struct ButtonTracker: Sendable {
         let horizon = max(settings.cooldownMicros, settings.repeatGapMicros, settings.holdAfterMicros)
         // One look first: on a busy street every tracked device is recent, and rebuilding the
         // table to drop none cost more than the rest of a press (replay of 4096 buttons).
-        // By index over the values: no key copied per device.
         var stale = false
-        var oldest = devices.startIndex
-        var i = devices.startIndex
-        while i != devices.endIndex {
-            let at = devices.values[i].lastFrameAt
-            if now - at > horizon { stale = true; break }
-            if at < devices.values[oldest].lastFrameAt { oldest = i }
-            i = devices.index(after: i)
+        var oldest: (key: String, at: Int64)?
+        for (key, state) in devices {
+            if now - state.lastFrameAt > horizon { stale = true; break }
+            if oldest.map({ state.lastFrameAt < $0.at }) ?? true { oldest = (key, state.lastFrameAt) }
         }
         if stale {
             devices = devices.filter { now - $0.value.lastFrameAt <= horizon }
-            if devices.count >= Self.maxTrackedDevices,
-               let first = devices.min(by: { $0.value.lastFrameAt < $1.value.lastFrameAt })?.key {
-                devices.removeValue(forKey: first)
-            }
-        } else {
-            devices.remove(at: oldest)
+            oldest = devices.count >= Self.maxTrackedDevices ? devices.min(by: { $0.value.lastFrameAt < $1.value.lastFrameAt }).map { ($0.key, $0.value.lastFrameAt) } : nil
         }
+        if let oldest { devices.removeValue(forKey: oldest.key) }
     }
 }

@@ -315,12 +315,8 @@ public struct BLEPipeline: Sendable {
         if heard.count >= Self.maxHeard {
             // The least recently heard quarter goes at once: one sort per maxHeard/4 new
             // advertisers instead of a scan for each.
-            // The quarter's last time, from the times alone (sorting (key, time) pairs through a
-            // closure was 5 % of a busy replay); ties at it go too.
-            var times = heard.values.map(\.lastSeenWallMicros)
-            times.sort()
-            let cutoff = times[Self.maxHeard / 4 - 1]
-            heard = heard.filter { $0.value.lastSeenWallMicros > cutoff }
+            let stale = heard.map { ($0.key, $0.value.lastSeenWallMicros) }.sorted { $0.1 < $1.1 }.prefix(Self.maxHeard / 4)
+            for (k, _) in stale { heard[k] = nil }
         }
         heard[key] = HeardAdvertiser(addressBytes: report.address, kind: kind, beacon: beacon, eddystone: eddystone, telemetry: telemetry,
                                      adverts: 1, rssi: report.rssi, lastSeenWallMicros: time.wallMicros, deviceID: deviceID)
