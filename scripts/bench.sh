@@ -38,6 +38,10 @@ row "ble_python_reference_per_s" "$ref" "adverts/s" "same corpus through ibeacon
 theengs=$("$py" Tests/helpers/ble_reference.py --bench 3 --theengs "$work/ble-corpus.jsonl" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(round(d["adverts_per_s"]), d["decoded_per_round"])')
 row "ble_theengs_per_s" "${theengs% *}" "adverts/s" "same corpus through TheengsDecoder 2.5.0 decodeBLE (C++ core; it decodes the iBeacons, ${theengs#* } per round, but none of these BTHome v2 adverts): ours is $(python3 -c "print(round($ours/${theengs% *}))")× faster"
 
+# Replay (#28): `doorbell-agent replay` of a 200k-advert btsnoop capture beside the Python peer
+# (bluetooth-data-tools + ibeacon-ble + bthome-ble), its peak RSS, and instructions per advert.
+while IFS=$'\t' read -r name value unit method; do row "$name" "$value" "$unit" "$method"; done < <(scripts/bench-replay.sh "$rel/doorbell-agent" "$rel/doorbell-bench" "$work/replay" "$py")
+
 # Binary size.
 cp "$rel/doorbell-agent" "$work/agent.stripped"; strip "$work/agent.stripped"
 row "binary_size_stripped" "$(( $(stat -c %s "$work/agent.stripped") / 1024 / 1024 ))" "MiB" "doorbell-agent, release, --static-swift-stdlib, stripped"

@@ -80,13 +80,54 @@ public struct AgentEvent: Sendable, Equatable {
     }
 
     public func body(id: String, sequence: Int64, gatewayID: String, agentVersion: String) -> [UInt8] {
-        JSONWriter.encode(json(id: id, sequence: sequence, gatewayID: gatewayID, agentVersion: agentVersion))
+        var out: [UInt8] = []
+        out.reserveCapacity(320)
+        write(into: &out, id: id, sequence: sequence, gatewayID: gatewayID, agentVersion: agentVersion)
+        return out
+    }
+
+    /// The bytes of `JSONWriter.encode(json(...))`, appended to `out` without building the tree
+    /// (replay prints hundreds of thousands of events into one reused buffer). The tests hold the
+    /// two to the same bytes for any event.
+    public func write(into out: inout [UInt8], id: String, sequence: Int64, gatewayID: String, agentVersion: String) {
+        write(into: &out, gatewayID: gatewayID, agentVersion: agentVersion, sequence: sequence) { JSONWriter.appendString(id, to: &$0) }
+    }
+
+    /// The same with the id written by `writeID` (a quoted JSON string), so a caller that makes
+    /// ids can write them in place.
+    public func write(into out: inout [UInt8], gatewayID: String, agentVersion: String, sequence: Int64,
+                      writeID: (inout [UInt8]) -> Void) {
+        out.append(contentsOf: #"{"id":"#.utf8)
+        writeID(&out)
+        out.append(contentsOf: #","sequence":"#.utf8)
+        JSONWriter.appendNumber(Double(sequence), to: &out) // as .number(Double(sequence)) encodes
+        out.append(contentsOf: #","type":"#.utf8)
+        JSONWriter.appendString(type.rawValue, to: &out)
+        out.append(contentsOf: #","gateway_id":"#.utf8)
+        JSONWriter.appendString(gatewayID, to: &out)
+        out.append(contentsOf: #","occurred_at":""#.utf8)
+        RFC3339.append(micros: occurredAtMicros, to: &out)
+        out.append(contentsOf: (clockSynced ? #"","clock_synced":true,"monotonic_us":"# : #"","clock_synced":false,"monotonic_us":"#).utf8)
+        if let monotonicMicros { JSONWriter.appendNumber(Double(monotonicMicros), to: &out) } else { out.append(contentsOf: "null".utf8) }
+        out.append(contentsOf: #","boot_id":"#.utf8)
+        if let bootID { JSONWriter.appendString(bootID, to: &out) } else { out.append(contentsOf: "null".utf8) }
+        out.append(contentsOf: (test ? #","test":true,"device":{"id":"# : #","test":false,"device":{"id":"#).utf8)
+        JSONWriter.appendString(device.id, to: &out)
+        out.append(contentsOf: #","name":"#.utf8)
+        JSONWriter.appendString(device.name, to: &out)
+        out.append(contentsOf: #","radio":"#.utf8)
+        JSONWriter.appendString(device.radio, to: &out)
+        out.append(contentsOf: #"},"data":"#.utf8)
+        JSONWriter.append(data, to: &out)
+        out.append(contentsOf: #","agent":{"version":"#.utf8)
+        JSONWriter.appendString(agentVersion, to: &out)
+        out.append(contentsOf: "}}".utf8)
     }
 }
 
 public enum RFC3339 {
-    /// "2026-11-22T14:03:07.123456Z". Civil-from-days (Howard Hinnant's algorithm), no Foundation.
-    public static func format(micros: Int64) -> String {
+    /// Year, month, day, second of the day and microseconds of a Unix time in microseconds.
+    static func civil(micros: Int64) -> (year: Int64, month: Int64, day: Int64, secOfDay: Int64, frac: Int64) {
         let secondsTotal = micros >= 0 ? micros / 1_000_000 : (micros - 999_999) / 1_000_000
         let frac = micros - secondsTotal * 1_000_000
         let days = secondsTotal >= 0 ? secondsTotal / 86_400 : (secondsTotal - 86_399) / 86_400
@@ -100,7 +141,34 @@ public enum RFC3339 {
         let day = doy - (153 * mp + 2) / 5 + 1
         let month = mp < 10 ? mp + 3 : mp - 9
         let year = yoe + era * 400 + (month <= 2 ? 1 : 0)
-        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(secOfDay / 3600, 2)):\(pad(secOfDay / 60 % 60, 2)):\(pad(secOfDay % 60, 2)).\(pad(frac, 6))Z"
+        return (year, month, day, secOfDay, frac)
+    }
+
+    /// "2026-11-22T14:03:07.123456Z". Civil-from-days (Howard Hinnant's algorithm), no Foundation.
+    public static func format(micros: Int64) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity(27)
+        append(micros: micros, to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// `format`'s text appended to `out`, with no String made.
+    public static func append(micros: Int64, to out: inout [UInt8]) {
+        let (year, month, day, secOfDay, frac) = civil(micros: micros)
+        pad(year, 4, &out)
+        out.append(UInt8(ascii: "-"))
+        pad(month, 2, &out)
+        out.append(UInt8(ascii: "-"))
+        pad(day, 2, &out)
+        out.append(UInt8(ascii: "T"))
+        pad(secOfDay / 3600, 2, &out)
+        out.append(UInt8(ascii: ":"))
+        pad(secOfDay / 60 % 60, 2, &out)
+        out.append(UInt8(ascii: ":"))
+        pad(secOfDay % 60, 2, &out)
+        out.append(UInt8(ascii: "."))
+        pad(frac, 6, &out)
+        out.append(UInt8(ascii: "Z"))
     }
 
     /// The inverse of `format`: "YYYY-MM-DDTHH:MM:SS[.f{1,6}]Z" in UTC; nil for anything else.
@@ -137,9 +205,20 @@ public enum RFC3339 {
         return ((days * 86_400 + h * 3600 + mi * 60 + s) * 1_000_000) + frac
     }
 
-    static func pad(_ v: Int64, _ width: Int) -> String {
-        let s = String(v)
-        return s.count >= width ? s : String(repeating: "0", count: width - s.count) + s
+    /// `v` in decimal, zero-padded on the left to `width` digits (as String(v) padded: a negative
+    /// year keeps its sign before the zeros' place, as it did).
+    static func pad(_ v: Int64, _ width: Int, _ out: inout [UInt8]) {
+        if v >= 0 {
+            var digits = 1, rest = v / 10
+            while rest > 0 { digits += 1; rest /= 10 }
+            for _ in digits..<max(width, digits) { out.append(0x30) }
+        } else {
+            // String(v) counts the sign among the width.
+            var digits = 2, rest = v / 10
+            while rest != 0 { digits += 1; rest /= 10 }
+            for _ in digits..<max(width, digits) { out.append(0x30) }
+        }
+        JSONWriter.appendInteger(v, to: &out)
     }
 }
 
@@ -147,24 +226,28 @@ public enum UUIDv7 {
     /// RFC 9562 version 7: 48-bit Unix milliseconds, version, 12 random bits, variant, 62 random bits.
     /// Sorts by creation time, which keeps the outbox and receiver logs readable.
     public static func make(unixMillis: Int64, random: inout some RandomNumberGenerator) -> String {
-        var b = [UInt8](repeating: 0, count: 16)
-        let ms = UInt64(max(0, unixMillis)) & 0xFFFF_FFFF_FFFF
-        for i in 0..<6 { b[i] = UInt8(truncatingIfNeeded: ms >> (40 - 8 * UInt64(i))) }
-        let r1 = random.next() as UInt64
-        let r2 = random.next() as UInt64
-        for i in 6..<8 { b[i] = UInt8(truncatingIfNeeded: r1 >> (8 * UInt64(i))) }
-        for i in 8..<16 { b[i] = UInt8(truncatingIfNeeded: r2 >> (8 * UInt64(i - 8))) }
-        b[6] = 0x70 | (b[6] & 0x0F)
-        b[8] = 0x80 | (b[8] & 0x3F)
-        let hex = Array("0123456789abcdef".utf8)
         var out: [UInt8] = []
         out.reserveCapacity(36)
-        for (i, byte) in b.enumerated() {
-            if i == 4 || i == 6 || i == 8 || i == 10 { out.append(UInt8(ascii: "-")) }
-            out.append(hex[Int(byte >> 4)])
-            out.append(hex[Int(byte & 0x0F)])
-        }
+        append(unixMillis: unixMillis, random: &random, to: &out)
         return String(decoding: out, as: UTF8.self)
+    }
+
+    /// `make`'s 36 characters appended to `out` (no String, no array of its own).
+    public static func append(unixMillis: Int64, random: inout some RandomNumberGenerator, to out: inout [UInt8]) {
+        let ms = UInt64(max(0, unixMillis)) & 0xFFFF_FFFF_FFFF
+        let r1 = random.next() as UInt64
+        let r2 = random.next() as UInt64
+        // Bytes 0–5 the time; 6–7 r1's two top bytes, lower first, under the version nibble;
+        // 8–15 r2's bytes lowest first, under the variant bits (as this has always laid them).
+        let high = ms << 16 | (0x70 | r1 >> 48 & 0x0F) << 8 | r1 >> 56
+        let low = (r2.byteSwapped & 0x3FFF_FFFF_FFFF_FFFF) | 0x8000_0000_0000_0000
+        let hex: StaticString = "0123456789abcdef"
+        for i in 0..<16 {
+            if i == 4 || i == 6 || i == 8 || i == 10 { out.append(UInt8(ascii: "-")) }
+            let byte = i < 8 ? UInt8(truncatingIfNeeded: high >> (56 - 8 * UInt64(i))) : UInt8(truncatingIfNeeded: low >> (56 - 8 * UInt64(i - 8)))
+            out.append(hex.utf8Start[Int(byte >> 4)])
+            out.append(hex.utf8Start[Int(byte & 0x0F)])
+        }
     }
 }
 

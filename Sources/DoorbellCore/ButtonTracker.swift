@@ -147,10 +147,18 @@ public struct ButtonTracker: Sendable {
     private mutating func makeRoom(now: Int64) {
         guard devices.count >= Self.maxTrackedDevices else { return }
         let horizon = max(settings.cooldownMicros, settings.repeatGapMicros, settings.holdAfterMicros)
-        devices = devices.filter { now - $0.value.lastFrameAt <= horizon }
-        if devices.count >= Self.maxTrackedDevices,
-           let oldest = devices.min(by: { $0.value.lastFrameAt < $1.value.lastFrameAt })?.key {
-            devices.removeValue(forKey: oldest)
+        // One look first: on a busy street every tracked device is recent, and rebuilding the
+        // table to drop none cost more than the rest of a press (replay of 4096 buttons).
+        var stale = false
+        var oldest: (key: String, at: Int64)?
+        for (key, state) in devices {
+            if now - state.lastFrameAt > horizon { stale = true; break }
+            if oldest.map({ state.lastFrameAt < $0.at }) ?? true { oldest = (key, state.lastFrameAt) }
         }
+        if stale {
+            devices = devices.filter { now - $0.value.lastFrameAt <= horizon }
+            oldest = devices.count >= Self.maxTrackedDevices ? devices.min(by: { $0.value.lastFrameAt < $1.value.lastFrameAt }).map { ($0.key, $0.value.lastFrameAt) } : nil
+        }
+        if let oldest { devices.removeValue(forKey: oldest.key) }
     }
 }

@@ -3,20 +3,21 @@
 // strict reader every hex field in config, JSON and TOML goes through.
 
 public enum Hex {
-    private static let lower = Array("0123456789abcdef".utf8)
-    private static let upper = Array("0123456789ABCDEF".utf8)
-
     /// `separator` goes between bytes, or only before the byte indexes in `groups` when given.
+    /// Written straight into the String's storage: no buffer of its own, no copy.
     public static func encode(_ bytes: some Collection<UInt8>, uppercase: Bool = false, separator: UInt8? = nil, groups: [Int]? = nil) -> String {
-        let digits = uppercase ? upper : lower
-        var out: [UInt8] = []
-        out.reserveCapacity(bytes.count * 3)
-        for (i, b) in bytes.enumerated() {
-            if let separator, i > 0, groups?.contains(i) ?? true { out.append(separator) }
-            out.append(digits[Int(b >> 4)])
-            out.append(digits[Int(b & 0x0F)])
+        let digits: StaticString = uppercase ? "0123456789ABCDEF" : "0123456789abcdef"
+        return String(unsafeUninitializedCapacity: bytes.count * 3) { out in
+            var n = 0, i = 0
+            for b in bytes {
+                if let separator, i > 0, groups?.contains(i) ?? true { out[n] = separator; n += 1 }
+                out[n] = digits.utf8Start[Int(b >> 4)]
+                out[n + 1] = digits.utf8Start[Int(b & 0x0F)]
+                n += 2
+                i += 1
+            }
+            return n
         }
-        return String(decoding: out, as: UTF8.self)
     }
 
     /// The value of one hex digit, any case; nil for anything else (no sign, no space).

@@ -245,53 +245,95 @@ public struct JSONWriter {
 
     public mutating func write(_ value: JSONValue) {
         switch value {
-        case .null: bytes.append(contentsOf: Array("null".utf8))
-        case let .bool(b): bytes.append(contentsOf: Array((b ? "true" : "false").utf8))
+        case .null: bytes.append(contentsOf: "null".utf8)
+        case let .bool(b): bytes.append(contentsOf: (b ? "true" : "false").utf8)
         case let .number(n): writeNumber(n)
         case let .string(s): writeString(s)
         case let .array(items):
             bytes.append(UInt8(ascii: "["))
-            for (i, item) in items.enumerated() {
+            for i in items.indices {
                 if i > 0 { bytes.append(UInt8(ascii: ",")) }
-                write(item)
+                write(items[i])
             }
             bytes.append(UInt8(ascii: "]"))
         case let .object(members):
             bytes.append(UInt8(ascii: "{"))
-            for (i, (k, v)) in members.enumerated() {
+            // By index: no (key, value) tuple copied out per member.
+            for i in members.indices {
                 if i > 0 { bytes.append(UInt8(ascii: ",")) }
-                writeString(k)
+                writeString(members[i].0)
                 bytes.append(UInt8(ascii: ":"))
-                write(v)
+                write(members[i].1)
             }
             bytes.append(UInt8(ascii: "}"))
         }
     }
 
-    mutating func writeNumber(_ n: Double) {
-        guard n.isFinite else { bytes.append(contentsOf: Array("null".utf8)); return }
+    mutating func writeNumber(_ n: Double) { Self.appendNumber(n, to: &bytes) }
+
+    mutating func writeString(_ s: String) { Self.appendString(s, to: &bytes) }
+
+    /// Writes straight into the caller's buffer (AgentEvent's encoder reuses one per replay).
+    public static func append(_ value: JSONValue, to out: inout [UInt8]) {
+        var w = JSONWriter()
+        swap(&w.bytes, &out)
+        w.write(value)
+        swap(&w.bytes, &out)
+    }
+
+    /// Integers that fit a Double exactly are written without a fraction, others as Swift prints them.
+    public static func appendNumber(_ n: Double, to out: inout [UInt8]) {
+        guard n.isFinite else { out.append(contentsOf: "null".utf8); return }
         if n.rounded() == n, abs(n) < 9.007_199_254_740_992e15 {
-            bytes.append(contentsOf: Array(String(Int64(n)).utf8))
+            appendInteger(Int64(n), to: &out)
         } else {
-            bytes.append(contentsOf: Array("\(n)".utf8))
+            out.append(contentsOf: "\(n)".utf8)
         }
     }
 
-    mutating func writeString(_ s: String) {
-        bytes.append(UInt8(ascii: "\""))
-        for b in s.utf8 {
-            switch b {
-            case 0x22: bytes.append(contentsOf: [0x5C, 0x22])
-            case 0x5C: bytes.append(contentsOf: [0x5C, 0x5C])
-            case 0x0A: bytes.append(contentsOf: [0x5C, UInt8(ascii: "n")])
-            case 0x0D: bytes.append(contentsOf: [0x5C, UInt8(ascii: "r")])
-            case 0x09: bytes.append(contentsOf: [0x5C, UInt8(ascii: "t")])
-            case 0..<0x20:
-                let hex = Array("0123456789abcdef".utf8)
-                bytes.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(b >> 4)], hex[Int(b & 0xF)]])
-            default: bytes.append(b)
-            }
+    /// Decimal digits without making a String (the encoder writes several per event).
+    public static func appendInteger(_ v: Int64, to out: inout [UInt8]) {
+        if v < 0 { out.append(UInt8(ascii: "-")) }
+        // The magnitude as unsigned, so Int64.min has one too.
+        var m = v.magnitude
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0) // 24 bytes: room for 20 digits
+        var count = 0
+        withUnsafeMutableBytes(of: &digits) { buf in
+            repeat {
+                buf[23 - count] = UInt8(truncatingIfNeeded: m % 10) + 0x30
+                m /= 10
+                count += 1
+            } while m > 0
+            out.append(contentsOf: buf[(24 - count)...])
         }
-        bytes.append(UInt8(ascii: "\""))
+    }
+
+    /// A JSON string: `"` and `\` escaped, newline/CR/tab as \n \r \t, other control characters
+    /// as \u00XX, everything else (UTF-8 included) as it is. Runs without escapes are copied in
+    /// one append.
+    public static func appendString(_ s: String, to out: inout [UInt8]) {
+        var s = s
+        s.withUTF8 { utf8 in
+            out.append(UInt8(ascii: "\""))
+            var run = 0
+            for i in 0..<utf8.count {
+                let b = utf8[i]
+                guard b < 0x20 || b == 0x22 || b == 0x5C else { continue }
+                if run < i { out.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[run..<i])) }
+                run = i + 1
+                switch b {
+                case 0x22: out.append(0x5C); out.append(0x22)
+                case 0x5C: out.append(0x5C); out.append(0x5C)
+                case 0x0A: out.append(0x5C); out.append(UInt8(ascii: "n"))
+                case 0x0D: out.append(0x5C); out.append(UInt8(ascii: "r"))
+                case 0x09: out.append(0x5C); out.append(UInt8(ascii: "t"))
+                default:
+                    let hex: StaticString = "0123456789abcdef"
+                    out.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex.utf8Start[Int(b >> 4)], hex.utf8Start[Int(b & 0xF)]])
+                }
+            }
+            if run < utf8.count { out.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[run...])) }
+            out.append(UInt8(ascii: "\""))
+        }
     }
 }

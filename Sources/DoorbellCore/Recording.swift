@@ -35,17 +35,12 @@ public struct Recording: Sendable {
     }
 
     static func btsnoop(_ fileName: String, _ bytes: [UInt8]) throws(Error) -> Recording {
-        let records: [BTSnoopRecord]
-        do { records = try BTSnoop.read(bytes) } catch { throw Error(description: "\(fileName): \(error.description)") }
-        let origin = records.first?.timeMicros ?? 0
+        var reader = BLECaptureReader(fileName: fileName)
+        reader.feed(bytes[...])
         var inputs: [Input] = []
-        var last: Int64 = 0
-        for r in records where r.received && r.packet.first == 0x04 {
-            guard case let .advertisingReports(reports)? = HCIEvent.parse(Array(r.packet.dropFirst())) else { continue }
-            last = max(last, r.timeMicros - origin)
-            inputs.append(.ble(reports, atMicros: r.timeMicros - origin, unixMicros: r.timeMicros))
-        }
-        return Recording(kind: .ble, inputs: inputs, durationMicros: last)
+        while let e = try reader.next() { inputs.append(.ble(e.reports, atMicros: e.atMicros, unixMicros: e.unixMicros)) }
+        try reader.finish()
+        return Recording(kind: .ble, inputs: inputs, durationMicros: reader.durationMicros)
     }
 
     static func ook(_ fileName: String, _ bytes: [UInt8]) throws(Error) -> Recording {
@@ -87,7 +82,71 @@ public struct RecordingTimeline: Sendable {
 
     /// Where `recording` starts; the next one starts after it and the gap.
     public mutating func place(_ recording: Recording) -> Int64 {
-        defer { next += recording.durationMicros + Self.gapMicros }
+        defer { ended(durationMicros: recording.durationMicros) }
         return next
+    }
+
+    /// Where the next recording starts, for one read as it plays (its length known at its end).
+    public var start: Int64 { next }
+
+    /// The recording at `start` ended after `durationMicros`.
+    public mutating func ended(durationMicros: Int64) { next += durationMicros + Self.gapMicros }
+}
+
+/// A btsnoop capture as `.ble` inputs, read as its bytes come: replay holds one chunk and one
+/// HCI event, whatever the capture's length (a day's capture replays on a 512 MB board).
+/// `Recording.read` makes its inputs through this too, so both ways give the same inputs.
+public struct BLECaptureReader: Sendable {
+    public let fileName: String
+    private var snoop = BTSnoopReader()
+    /// The first record's time (of any direction): inputs count from it.
+    private var origin: Int64?
+    /// Where the last input is (the recording's `durationMicros` once read to the end).
+    public private(set) var durationMicros: Int64 = 0
+
+    public init(fileName: String) { self.fileName = fileName }
+
+    static let maxOffsetMicros: Int64 = 1 << 53
+
+    /// Bytes held that no input has taken yet.
+    public var bufferedBytes: Int { snoop.bufferedBytes }
+
+    public mutating func feed(_ bytes: ArraySlice<UInt8>) { snoop.feed(bytes) }
+
+    /// The advertising reports of one received HCI event, with the capture's own clock (what
+    /// `Recording.Input.ble` holds, without the enum's copies on the way).
+    public struct Reports: Sendable {
+        public var reports: [BLEAdvertisingReport]
+        /// From the capture's first record.
+        public var atMicros: Int64
+        public var unixMicros: Int64
+    }
+
+    /// The next advertising reports, or nil until more bytes are fed.
+    public mutating func next() throws(Recording.Error) -> Reports? {
+        while true {
+            let record: (timeMicros: Int64, received: Bool, type: UInt8?, body: ArraySlice<UInt8>)
+            do {
+                guard let r = try snoop.nextPacket() else { return nil }
+                record = r
+            } catch {
+                throw Recording.Error(description: "\(fileName): \(error.description)")
+            }
+            let origin = self.origin ?? record.timeMicros
+            self.origin = origin
+            // Only LE Meta events can hold advertising reports: the rest is skipped uncopied.
+            guard record.received, record.type == 0x04, let reports = HCIEvent.advertisingReports(record.body) else { continue }
+            // A capture's clock is outside input: offsets beyond ±285 years are clamped there,
+            // so the sums replay makes of them (start + offset, durations) never overflow.
+            let (offset, overflow) = record.timeMicros.subtractingReportingOverflow(origin)
+            let at = overflow ? (origin > 0 ? -Self.maxOffsetMicros : Self.maxOffsetMicros) : min(max(offset, -Self.maxOffsetMicros), Self.maxOffsetMicros)
+            durationMicros = max(durationMicros, at)
+            return Reports(reports: reports, atMicros: at, unixMicros: record.timeMicros)
+        }
+    }
+
+    /// The capture ended: an error naming the file when it ended inside a record.
+    public func finish() throws(Recording.Error) {
+        do { try snoop.finish() } catch { throw Recording.Error(description: "\(fileName): \(error.description)") }
     }
 }

@@ -162,26 +162,59 @@ extension DoorbellAgentCommand {
             var sequence: Int64 = 0
             var rng = SystemRandomNumberGenerator()
             var timeline = RecordingTimeline(start: 0)
+            let gatewayID = cfg?.gatewayID ?? "replay"
+            let devices = cfg?.devices ?? []
+            // Events are written as they come into one reused buffer, a write(2) per 64 KiB.
+            var out = BufferedOutput()
             func emit(_ events: [AgentEvent], wall: Int64) {
                 for e in events {
-                    let event = AnswerButton.retype(e, devices: cfg?.devices ?? [])  // as the running agent types it
+                    let event = AnswerButton.retype(e, devices: devices)  // as the running agent types it
                     sequence += 1
-                    let id = UUIDv7.make(unixMillis: wall / 1000, random: &rng)
-                    print(String(decoding: event.body(id: id, sequence: sequence, gatewayID: cfg?.gatewayID ?? "replay",
-                                                      agentVersion: AgentVersion.current), as: UTF8.self))
+                    event.write(into: &out.bytes, gatewayID: gatewayID, agentVersion: AgentVersion.current, sequence: sequence) { bytes in
+                        bytes.append(UInt8(ascii: "\""))
+                        UUIDv7.append(unixMillis: wall / 1000, random: &rng, to: &bytes)
+                        bytes.append(UInt8(ascii: "\""))
+                    }
+                    out.lineEnded()
                 }
             }
+            func fail(_ message: String, _ code: Int32) -> AgentExit {
+                out.flush() // the events before the problem stay printed
+                printError(message)
+                return AgentExit(code)
+            }
             for file in files {
-                guard let bytes = readFile(file, maxBytes: 256 << 20) else {
-                    printError("\(file): cannot read: \(errnoText())")
-                    throw AgentExit(66)
+                guard var reader = ChunkedFile(path: file) else { throw fail("\(file): cannot read: \(errnoText())", 66) }
+                guard var chunk = reader.read() else { throw fail("\(file): cannot read: \(errnoText())", 66) }
+                let start = timeline.start
+                if file.lowercased().hasSuffix(".btsnoop") || chunk.starts(with: BTSnoop.magic) {
+                    // A capture streams: read, decode and print as it goes, memory flat whatever its length.
+                    var capture = BLECaptureReader(fileName: file)
+                    while !chunk.isEmpty {
+                        capture.feed(chunk)
+                        do throws(Recording.Error) {
+                            while let e = try capture.next() {
+                                let time = ReceiveTime(monoMicros: start + e.atMicros, wallMicros: e.unixMicros, clockSynced: true)
+                                for report in e.reports { emit(ble.handle(report: report, at: time), wall: e.unixMicros) }
+                            }
+                        } catch { throw fail(error.description, 65) }
+                        guard let next = reader.read() else { throw fail("\(file): cannot read: \(errnoText())", 66) }
+                        chunk = next
+                    }
+                    do throws(Recording.Error) { try capture.finish() } catch { throw fail(error.description, 65) }
+                    timeline.ended(durationMicros: capture.durationMicros)
+                    continue
+                }
+                // rtl_433 lines and OOK timelines are small: read whole, as the radios replay them.
+                var bytes = Array(chunk)
+                while !chunk.isEmpty, bytes.count < 256 << 20 {
+                    guard let next = reader.read() else { throw fail("\(file): cannot read: \(errnoText())", 66) }
+                    chunk = next
+                    bytes.append(contentsOf: chunk)
                 }
                 let recording: Recording
-                do { recording = try Recording.read(fileName: file, bytes: bytes) } catch {
-                    printError(error.description)
-                    throw AgentExit(65)
-                }
-                let start = timeline.place(recording)
+                do { recording = try Recording.read(fileName: file, bytes: bytes) } catch { throw fail(error.description, 65) }
+                timeline.ended(durationMicros: recording.durationMicros)
                 for input in recording.inputs {
                     switch input {
                     case let .ble(reports, at, unix):
@@ -199,6 +232,7 @@ extension DoorbellAgentCommand {
                     }
                 }
             }
+            out.flush()
             let c = pipeline.counters
             let b = ble.counters
             if b.reports > 0 {

@@ -29,7 +29,7 @@ enum FuzzTarget: String, CaseIterable {
         return host
     }
 
-    case json, rtl433, config, control, pulses, ooktext, vcd, hci, ad, bthome, secret, eddystone, ancs, smp, acl, phone, cli
+    case json, rtl433, config, control, pulses, ooktext, vcd, hci, ad, bthome, secret, eddystone, ancs, smp, acl, phone, cli, btsnoop
 
     func run(_ bytes: [UInt8]) {
         switch self {
@@ -112,6 +112,29 @@ enum FuzzTarget: String, CaseIterable {
                     _ = pipeline.edge(high: e.high, atMicros: e.micros, time: ReceiveTime(monoMicros: e.micros, wallMicros: e.micros, clockSynced: true))
                 }
             }
+        case .btsnoop:
+            // A capture as replay streams it (BLECaptureReader, fed in uneven chunks) must give the
+            // inputs of the whole-file reader, and both go through the BLE pipeline learning every
+            // advertiser, as `doorbell-agent replay` without a config does.
+            let whole = try? Recording.read(fileName: "f.btsnoop", bytes: bytes)
+            var reader = BLECaptureReader(fileName: "f.btsnoop")
+            var pipeline = BLEPipeline(devices: [], regions: [Self.region])
+            pipeline.learnAll = true
+            var streamed = 0, at = 0, failed = false
+            while at < bytes.count, !failed {
+                let end = min(bytes.count, at + 1 + Int(bytes[at] % 97))
+                reader.feed(bytes[at..<end])
+                at = end
+                do {
+                    while let e = try reader.next() {
+                        streamed += 1
+                        for r in e.reports { _ = pipeline.handle(report: r, at: ReceiveTime(monoMicros: e.atMicros, wallMicros: e.unixMicros, clockSynced: true)) }
+                    }
+                } catch { failed = true }
+            }
+            if !failed { failed = (try? reader.finish()) == nil }
+            precondition(failed == (whole == nil), "the streaming and the whole-file readers disagree on whether the capture is valid")
+            if let whole { precondition(whole.inputs.count == streamed && whole.durationMicros == reader.durationMicros, "streamed inputs differ") }
         case .hci:
             // An H4 byte stream from a controller: framing, events, reports, the whole BLE pipeline.
             var framer = H4Framer()

@@ -116,12 +116,6 @@ public struct BLEPipeline: Sendable {
 
     static func key(_ address: [UInt8]) -> UInt64 { address.reduce(0) { $0 << 8 | UInt64($1) } }
 
-    func device(key: UInt64, report: BLEAdvertisingReport) -> DeviceConfig? {
-        if let d = deviceByAddress[key] { return d }
-        guard learnAll else { return nil }
-        let address = report.addressString
-        return DeviceConfig(id: address, name: "BTHome " + address, radio: "ble", match: RTL433Match(fields: [("address", .text(address))]))
-    }
 
     public mutating func handle(report: BLEAdvertisingReport, at time: ReceiveTime, radioHealthy: Bool = true) -> [AgentEvent] {
         counters.reports += 1
@@ -168,9 +162,20 @@ public struct BLEPipeline: Sendable {
             if let telemetry, let uid = heard[key]?.eddystone { remember(telemetry, of: uid) }
         case let .bthome(serviceData)?:
             presence.heardSomething(at: time.monoMicros)
-            let config = device(key: key, report: report)
-            note(key, report: report, kind: "bthome", time: time, deviceID: config?.id)
-            if let config { events += button(serviceData, report: report, config: config, time: time) }
+            if let config = deviceByAddress[key] {
+                note(key, report: report, kind: "bthome", time: time, deviceID: config.id)
+                // The configured address text is the tracker's key (and the outbox's button_memory row).
+                let address = config.match.fields.lazy.compactMap { f -> String? in if case let .text(t) = f.1, f.0 == "address" { return t }; return nil }.first
+                    ?? report.addressString
+                events += button(serviceData, report: report, device: config, trackerAddress: address, time: time)
+            } else if learnAll {
+                // Replay without a config: the advertiser is a button of its own, named when it presses.
+                let address = report.addressString
+                note(key, report: report, kind: "bthome", time: time, deviceID: address)
+                events += button(serviceData, report: report, device: nil, trackerAddress: address, time: time)
+            } else {
+                note(key, report: report, kind: "bthome", time: time, deviceID: nil)
+            }
         case nil:
             presence.heardSomething(at: time.monoMicros)
         }
@@ -199,10 +204,13 @@ public struct BLEPipeline: Sendable {
     /// have one), `id#N` for the others, so two buttons of one remote never share a cooldown.
     static func trackerKey(_ deviceID: String, button index: Int) -> String { index == 0 ? deviceID : "\(deviceID)#\(index)" }
 
-    mutating func button(_ serviceData: [UInt8], report: BLEAdvertisingReport, config: DeviceConfig, time: ReceiveTime) -> [AgentEvent] {
+    /// `device` nil: a learned advertiser (replay without a config), id `trackerAddress`.
+    mutating func button(_ serviceData: [UInt8], report: BLEAdvertisingReport, device config: DeviceConfig?, trackerAddress address: String,
+                         time: ReceiveTime) -> [AgentEvent] {
+        let id = config?.id ?? address
         let packet: BTHomePacket
         do {
-            packet = try BTHomeDecoder.decode(serviceData, address: report.address, bindkey: config.bindkey)
+            packet = try BTHomeDecoder.decode(serviceData, address: report.address, bindkey: config?.bindkey)
         } catch {
             switch error {
             case .decryptionFailed: counters.decryptFailures += 1
@@ -210,18 +218,15 @@ public struct BLEPipeline: Sendable {
             case .encryptedWithoutKey: counters.encryptedWithoutKey += 1
             default: break
             }
-            lastProblem = "\(config.id): \(error.description)"
+            lastProblem = "\(id): \(error.description)"
             return []
         }
-        let ref = DeviceRef(id: config.id, name: config.name, radio: "ble")
-        // The configured address text is the tracker's key (and the outbox's button_memory row).
-        let address = config.match.fields.lazy.compactMap { f -> String? in if case let .text(t) = f.1, f.0 == "address" { return t }; return nil }.first
-            ?? report.addressString
         switch buttons.observe(device: address, packet: packet) {
         case let .press(list):
+            let ref = DeviceRef(id: id, name: config?.name ?? "BTHome " + address, radio: "ble")
             return list.compactMap { b in
                 guard let eventType = b.event.eventType else { return nil }
-                let key = Self.trackerKey(config.id, button: b.index)
+                let key = Self.trackerKey(id, button: b.index)
                 let type: EventType
                 var suppressed: Int?
                 switch tracker.observeDiscrete(device: key, at: time.monoMicros, continuation: b.event == .holdPress) {
@@ -242,7 +247,7 @@ public struct BLEPipeline: Sendable {
             }
         case let .replay(last):
             counters.replaysRefused += 1
-            lastProblem = "\(config.id): replayed BTHome packet refused (counter \(packet.counter ?? 0) ≤ \(last))"
+            lastProblem = "\(id): replayed BTHome packet refused (counter \(packet.counter ?? 0) ≤ \(last))"
             return []
         case .repeated, .noEvent:
             return []

@@ -40,32 +40,14 @@ public enum BTSnoop {
         header + records.flatMap(record)
     }
 
+    /// A whole capture in memory (tests, the fuzzer, `agentctl capture`'s round trip); replay
+    /// streams it through `BTSnoopReader` instead.
     public static func read(_ bytes: [UInt8]) throws(Error) -> [BTSnoopRecord] {
-        guard bytes.count >= 16, Array(bytes[0..<8]) == magic else { throw Error(description: "not a btsnoop file (no \"btsnoop\" header)") }
-        let datalink = u32(bytes, 12)
-        guard datalink == 1002 || datalink == 1001 else {
-            throw Error(description: "btsnoop datalink \(datalink) is not supported (1001 HCI or 1002 H4; btmon's monitor format 2001 is not)")
-        }
+        var reader = BTSnoopReader()
+        reader.feed(bytes[...])
         var out: [BTSnoopRecord] = []
-        var i = 16
-        while i < bytes.count {
-            guard i + 24 <= bytes.count else { throw Error(description: "record at byte \(i) is cut off (the capture was interrupted?)") }
-            let included = Int(u32(bytes, i + 4))
-            let flags = u32(bytes, i + 8)
-            let ts = Int64(bitPattern: UInt64(u32(bytes, i + 16)) << 32 | UInt64(u32(bytes, i + 20)))
-            guard included <= 65_535 + 5, i + 24 + included <= bytes.count else {
-                throw Error(description: "record at byte \(i) claims \(included) bytes, more than the file holds")
-            }
-            var packet = Array(bytes[i + 24..<i + 24 + included])
-            if datalink == 1001 {
-                // Unencapsulated HCI: the type comes from the flags (events are the only
-                // controller→host command/event packets).
-                let received = flags & 1 == 1, control = flags & 2 == 2
-                packet = [control ? (received ? 0x04 : 0x01) : 0x02] + packet
-            }
-            out.append(BTSnoopRecord(timeMicros: ts - epochOffset, received: flags & 1 == 1, packet: packet))
-            i += 24 + included
-        }
+        while let r = try reader.next() { out.append(r) }
+        try reader.finish()
         return out
     }
 
@@ -73,5 +55,90 @@ public enum BTSnoop {
     static func be64(_ v: UInt64) -> [UInt8] { be32(UInt32(v >> 32)) + be32(UInt32(v & 0xFFFF_FFFF)) }
     static func u32(_ b: [UInt8], _ i: Int) -> UInt32 {
         UInt32(b[i]) << 24 | UInt32(b[i + 1]) << 16 | UInt32(b[i + 2]) << 8 | UInt32(b[i + 3])
+    }
+}
+
+/// A btsnoop capture read as its bytes come, a record at a time: it holds the unread rest of the
+/// chunks fed so far (at most one record plus one chunk), never the capture, so replaying a day's
+/// capture costs the memory of one chunk. Total on any bytes.
+public struct BTSnoopReader: Sendable {
+    private var buffer: [UInt8] = []
+    /// First unread byte of `buffer`.
+    private var position = 0
+    /// Bytes of the file before `buffer[0]`, so errors name the record's place in the file.
+    private var dropped = 0
+    private var datalink: UInt32?
+
+    public init() {}
+
+    /// Bytes held that no record has taken yet (what the tests bound).
+    public var bufferedBytes: Int { buffer.count - position }
+
+    /// The next bytes of the file, in chunks of any size.
+    public mutating func feed(_ bytes: ArraySlice<UInt8>) {
+        if position > 0 {
+            // What was read goes before the buffer grows: it stays one record plus one chunk.
+            dropped += position
+            buffer.removeFirst(position)
+            position = 0
+        }
+        buffer.append(contentsOf: bytes)
+    }
+
+    /// The next whole record, or nil until more bytes are fed.
+    public mutating func next() throws(BTSnoop.Error) -> BTSnoopRecord? {
+        guard let p = try nextPacket() else { return nil }
+        var packet: [UInt8] = []
+        packet.reserveCapacity(p.body.count + 1)
+        if let type = p.type { packet.append(type) }
+        packet.append(contentsOf: p.body)
+        return BTSnoopRecord(timeMicros: p.timeMicros, received: p.received, packet: packet)
+    }
+
+    /// The next record as a view into the reader's buffer (valid until the next `feed`): the H4
+    /// type (nil for an empty packet) and the packet after it. Replay looks at it without copying.
+    public mutating func nextPacket() throws(BTSnoop.Error) -> (timeMicros: Int64, received: Bool, type: UInt8?, body: ArraySlice<UInt8>)? {
+        if datalink == nil {
+            if buffer.count >= 8, !buffer[0..<8].elementsEqual(BTSnoop.magic) { throw BTSnoop.Error(description: "not a btsnoop file (no \"btsnoop\" header)") }
+            guard buffer.count >= 16 else { return nil }
+            let link = BTSnoop.u32(buffer, 12)
+            guard link == 1002 || link == 1001 else {
+                throw BTSnoop.Error(description: "btsnoop datalink \(link) is not supported (1001 HCI or 1002 H4; btmon's monitor format 2001 is not)")
+            }
+            datalink = link
+            position = 16
+        }
+        let i = position
+        guard i + 24 <= buffer.count else { return nil }
+        let included = Int(BTSnoop.u32(buffer, i + 4))
+        guard included <= 65_535 + 5 else {
+            throw BTSnoop.Error(description: "record at byte \(dropped + i) claims \(included) bytes, more than the file holds")
+        }
+        guard i + 24 + included <= buffer.count else { return nil }
+        let flags = BTSnoop.u32(buffer, i + 8)
+        let ts = Int64(bitPattern: UInt64(BTSnoop.u32(buffer, i + 16)) << 32 | UInt64(BTSnoop.u32(buffer, i + 20)))
+        position = i + 24 + included
+        let received = flags & 1 == 1
+        // A capture's clock is outside input: wrapping, never a trap.
+        let time = ts &- BTSnoop.epochOffset
+        if datalink == 1001 {
+            // Unencapsulated HCI: the type comes from the flags (events are the only
+            // controller→host command/event packets).
+            let type: UInt8 = flags & 2 == 2 ? (received ? 0x04 : 0x01) : 0x02
+            return (time, received, type, buffer[i + 24..<i + 24 + included])
+        }
+        guard included > 0 else { return (time, received, nil, buffer[i + 24..<i + 24]) }
+        return (time, received, buffer[i + 24], buffer[i + 25..<i + 24 + included])
+    }
+
+    /// The file ended: an error when it ended inside the header or a record.
+    public func finish() throws(BTSnoop.Error) {
+        guard datalink != nil else { throw BTSnoop.Error(description: "not a btsnoop file (no \"btsnoop\" header)") }
+        let rest = buffer.count - position
+        guard rest == 0 else {
+            let at = dropped + position
+            if rest < 24 { throw BTSnoop.Error(description: "record at byte \(at) is cut off (the capture was interrupted?)") }
+            throw BTSnoop.Error(description: "record at byte \(at) claims \(BTSnoop.u32(buffer, position + 4)) bytes, more than the file holds")
+        }
     }
 }

@@ -78,6 +78,9 @@ public enum HCIEvent: Sendable, Equatable {
     /// One event packet without the H4 type byte: `code len params`. nil when malformed.
     public static func parse(_ p: [UInt8]) -> HCIEvent? {
         guard p.count >= 2, Int(p[1]) == p.count - 2 else { return nil }
+        // Advertising reports, most of what a scanner hears, are read in place (no copies).
+        if let reports = advertisingReports(p[...]) { return .advertisingReports(reports) }
+        if p[0] == leMetaCode, p.count >= 3, p[2] == 0x02 || p[2] == 0x0D { return nil }
         let params = Array(p.dropFirst(2))
         switch p[0] {
         case commandCompleteCode:
@@ -92,8 +95,6 @@ public enum HCIEvent: Sendable, Equatable {
         case leMetaCode:
             guard let sub = params.first else { return nil }
             switch sub {
-            case 0x02: return legacyReports(Array(params.dropFirst())).map { .advertisingReports($0) }
-            case 0x0D: return extendedReports(Array(params.dropFirst())).map { .advertisingReports($0) }
             case 0x01, 0x0A: return connection(Array(params.dropFirst()), enhanced: sub == 0x0A)
             case 0x12:
                 guard params.count == 6 else { return nil }
@@ -136,41 +137,59 @@ public enum HCIEvent: Sendable, Equatable {
 
     static func address(_ p: [UInt8], at i: Int) -> [UInt8] { Array(p[i..<i + 6].reversed()) }
 
+    /// The reports of an LE advertising report event (`code len params`, legacy or extended), read
+    /// in place; nil for any other event or a malformed one.
+    public static func advertisingReports(_ p: ArraySlice<UInt8>) -> [BLEAdvertisingReport]? {
+        let b = p.startIndex
+        guard p.count >= 3, p[b] == leMetaCode, Int(p[b + 1]) == p.count - 2 else { return nil }
+        switch p[b + 2] {
+        case 0x02: return legacyReports(p, from: b + 3)
+        case 0x0D: return extendedReports(p, from: b + 3)
+        default: return nil
+        }
+    }
+
+    static func address(_ p: ArraySlice<UInt8>, at i: Int) -> [UInt8] {
+        [p[i + 5], p[i + 4], p[i + 3], p[i + 2], p[i + 1], p[i]]
+    }
+
     /// Num_Reports, then per report: event type, address type, address (6), data length, data, RSSI.
     /// Core 5.x lays the reports out one after another (the pre-4.2 arrays-of-fields layout is
     /// only ever used with one report, where both are the same).
-    static func legacyReports(_ p: [UInt8]) -> [BLEAdvertisingReport]? {
-        guard let n = p.first, n >= 1 else { return nil }
+    static func legacyReports(_ p: ArraySlice<UInt8>, from start: Int) -> [BLEAdvertisingReport]? {
+        guard start < p.endIndex, case let n = p[start], n >= 1 else { return nil }
         var out: [BLEAdvertisingReport] = []
-        var i = 1
+        out.reserveCapacity(Int(n))
+        var i = start + 1
         for _ in 0..<n {
-            guard i + 9 <= p.count else { return nil }
+            guard i + 9 <= p.endIndex else { return nil }
             let length = Int(p[i + 8])
-            guard i + 9 + length + 1 <= p.count, length <= 31 else { return nil }
+            guard i + 9 + length + 1 <= p.endIndex, length <= 31 else { return nil }
             let rssi = Int8(bitPattern: p[i + 9 + length])
             out.append(BLEAdvertisingReport(address: address(p, at: i + 2), addressType: p[i + 1], eventType: UInt16(p[i]),
                                             rssi: rssi == 127 ? nil : rssi, data: Array(p[i + 9..<i + 9 + length]), extended: false))
             i += 10 + length
         }
-        return i == p.count ? out : nil
+        return i == p.endIndex ? out : nil
     }
 
     /// Per report: event type (2), address type, address (6), primary/secondary PHY, SID, TX power,
     /// RSSI, periodic interval (2), direct address type and address (7), data length, data.
-    static func extendedReports(_ p: [UInt8]) -> [BLEAdvertisingReport]? {
-        guard let n = p.first, n >= 1 else { return nil }
+    static func extendedReports(_ p: ArraySlice<UInt8>, from start: Int) -> [BLEAdvertisingReport]? {
+        guard start < p.endIndex, case let n = p[start], n >= 1 else { return nil }
         var out: [BLEAdvertisingReport] = []
-        var i = 1
+        out.reserveCapacity(Int(n))
+        var i = start + 1
         for _ in 0..<n {
-            guard i + 24 <= p.count else { return nil }
+            guard i + 24 <= p.endIndex else { return nil }
             let length = Int(p[i + 23])
-            guard i + 24 + length <= p.count else { return nil }
+            guard i + 24 + length <= p.endIndex else { return nil }
             let rssi = Int8(bitPattern: p[i + 13])
             out.append(BLEAdvertisingReport(address: address(p, at: i + 3), addressType: p[i + 2], eventType: UInt16(p[i]) | UInt16(p[i + 1]) << 8,
                                             rssi: rssi == 127 ? nil : rssi, data: Array(p[i + 24..<i + 24 + length]), extended: true))
             i += 24 + length
         }
-        return i == p.count ? out : nil
+        return i == p.endIndex ? out : nil
     }
 }
 
