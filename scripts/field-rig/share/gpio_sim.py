@@ -6,7 +6,8 @@
 press plays a fixed-code remote's press on a gpio-sim input line by writing pull-up / pull-down
 to its sim_gpioN/pull, as a 433 MHz receiver module's DATA pin would swing, and says how well it
 kept time. watch samples an output line's sim_gpioN/value (what the chip's consumer drives) about
-every millisecond and prints each change with its time: the chime relay's pulse, level and length.
+every millisecond and prints each change with its time and the longest gap between two samples
+(a change is seen at most that late): the chime relay's pulse, level and length.
 
 The waveform is rc-switch's protocol table (ratios only, as OOKDecoder.swift has it); protocol 1
 is EV1527's: sync 1T high 31T low, then each bit 1T/3T (0) or 3T/1T (1). Each level is held for its
@@ -99,15 +100,20 @@ def watch(argv):
     level = os.pread(fd, 8, 0).strip().decode()
     changes = [(0.0, level)]
     samples = 0
+    last = start
+    max_gap = 0
     while time.monotonic_ns() < end:
         now = os.pread(fd, 8, 0).strip().decode()
         samples += 1
+        t = time.monotonic_ns()
+        max_gap = max(max_gap, t - last)
+        last = t
         if now != level:
             level = now
             changes.append((round((time.monotonic_ns() - start) / 1e6, 1), level))
         time.sleep(0.001)
     os.close(fd)
-    print(dumps({"changes": changes, "samples": samples, "seconds": round((time.monotonic_ns() - start) / 1e9, 1)}))
+    print(dumps({"changes": changes, "samples": samples, "max_gap_ms": round(max_gap / 1e6, 1), "seconds": round((time.monotonic_ns() - start) / 1e9, 1)}))
 
 
 if __name__ == "__main__":
