@@ -40,7 +40,7 @@ if [ "$ARCH" = "$(dpkg --print-architecture)" ] && [ "$DIST" = "$host_dist" ]; t
   root=
   KDIR=/usr/src/linux-headers-$KVER
   [ -d "$KDIR" ] || apt-get install -y -qq --no-install-recommends "linux-headers-$KVER" >/dev/null
-  (cd "$work" && apt-get download -q "linux-source-$series" >/dev/null)
+  (cd "$work" && apt-get -o APT::Sandbox::User=root download -q "linux-source-$series" >/dev/null)
 else
   case $DIST in bookworm|trixie) ;; *) echo "build-gpio-sim: DIST must be bookworm or trixie" >&2; exit 64 ;; esac
   [ "$(id -u)" -eq 0 ] || { echo "build-gpio-sim: needs root (mmdebstrap, chroot)" >&2; exit 1; }
@@ -62,7 +62,7 @@ else
   # end of kbuild root
   root=$rootdir/root
   mkdir -p "$root/tmp/dl"
-  chroot "$root" sh -c "cd /tmp/dl && apt-get update -qq && apt-get download -q linux-headers-$KVER:$ARCH linux-source-$series" >&2
+  chroot "$root" sh -c "cd /tmp/dl && apt-get update -qq && apt-get -o APT::Sandbox::User=root download -q linux-headers-$KVER:$ARCH linux-source-$series" >&2
   # The headers' own Depends name the -common headers and the linux-kbuild of KVER: the native
   # (amd64) kbuild, whose tools (modpost, fixdep) run here.
   deps=$(dpkg-deb -f "$root"/tmp/dl/linux-headers-"$KVER"_*.deb Depends | tr ',' '\n' | sed 's/(.*)//; s/[[:space:]]//g' | grep -E '^linux-(headers|kbuild)-')

@@ -63,14 +63,7 @@ class GPIORig(unittest.TestCase):
             cls.g.boot()
             kver = cls.g.sh("uname -r").strip()
             shutil.copy(gpio_sim_module(kver), cls.g.path("gpio-sim.ko"))
-            cls.g.sh(f'''
-dpkg -i /rig/current.deb
-install -m 0640 -g doorbell-agent /rig/ca.pem /etc/doorbell-agent/rig-ca.pem
-echo "{rig.SECRET}" > /etc/doorbell-agent/gateway.whsec
-chgrp doorbell-agent /etc/doorbell-agent/gateway.whsec; chmod 0640 /etc/doorbell-agent/gateway.whsec
-useradd --system -G doorbell-agent rig-installer
-insmod /rig/gpio-sim.ko
-''')
+            cls.g.sh(rig.install_deb_script() + "insmod /rig/gpio-sim.ko\n")
             cls.chip_up()
         except BaseException:
             cls.tearDownClass()
@@ -120,12 +113,7 @@ line = {receiver_line}
 name = "chime"
 gpio_pulse = {{ chip = "{CHIP}", line = {RELAY_LINE}, duration_ms = {CHIME_MS} }}
 
-[uplink]
-url = "{self.receiver.url}"
-ca_file = "/etc/doorbell-agent/rig-ca.pem"
-hmac_secret_file = "/etc/doorbell-agent/gateway.whsec"
-retry_initial_ms = 500
-'''
+''' + rig.uplink_toml(self.receiver)
         with open(self.g.path("agent.toml"), "w") as f:
             f.write(conf)
         self.g.sh("install -m 0640 -g doorbell-agent /rig/agent.toml /etc/doorbell-agent/agent.toml\n"
@@ -135,10 +123,7 @@ retry_initial_ms = 500
         return rig.agent_status(self.g)
 
     def wait_status(self, what, pred, seconds=60):
-        def check():
-            s = self.status()
-            return s if s is not None and pred(s) else None
-        return rig.wait_for(what, seconds, check, 1.0)
+        return rig.wait_agent_status(self.g, what, pred, seconds)
 
     @staticmethod
     def ook(s):
