@@ -29,7 +29,7 @@ CHIME_MS = 400
 # a 3T low must stay under its 2 ms word separator), then faster ones.
 SLOW_UNIT = 600
 SWEEP_UNITS = (500, 350)
-PRESSES_PER_UNIT = 3
+PRESSES_PER_UNIT = 2
 CONFIGFS = "/sys/kernel/config/gpio-sim/rig"
 
 
