@@ -46,7 +46,7 @@ else
   [ "$(id -u)" -eq 0 ] || { echo "build-gpio-sim: needs root (mmdebstrap, chroot)" >&2; exit 1; }
   RIG_CACHE=${RIG_CACHE:-/var/cache/doorbell-field-rig}
   MIRROR=${MIRROR:-http://deb.debian.org/debian}
-  rootkey=$( (sed -n '/^# kbuild root:/,/^# end of kbuild root/p' "$0"; echo "$DIST") | sha256sum | cut -c1-16)
+  rootkey=$( (sed -n '/# kbuild root:/,/# end of kbuild root/p' "$0"; echo "$DIST") | sha256sum | cut -c1-16)
   # kbuild root: make, gcc and the arm64 cross gcc of DIST (the compiler its kernels are built with).
   rootdir=$RIG_CACHE/kbuild-$DIST-$rootkey
   if [ ! -f "$rootdir/done" ]; then
