@@ -122,7 +122,8 @@ public final class ActionRunner: @unchecked Sendable {
             status.withLock { $0[index].runs += 1 }
             record(index, failure: "\(action.exec[0]) \(exit.description)", action: action)
         } else {
-            status.withLock { $0[index].runs += 1 }
+            // A run that works again ends the problem (a relay beside it keeps its own error).
+            status.withLock { $0[index].runs += 1; if action.gpioPulse == nil { $0[index].lastError = nil } }
             log.info("action.done", [("action", action.name), ("ms", String(ms))])
         }
     }
@@ -137,7 +138,8 @@ public final class ActionRunner: @unchecked Sendable {
                 line.set(active: true)
                 usleep(UInt32(pulse.durationMs) * 1000)
                 line.set(active: false)
-                if !also { status.withLock { $0[index].runs += 1 } }
+                // The line works again (the chip came back): no longer a problem in agentctl status.
+                if !also { status.withLock { $0[index].runs += 1; $0[index].lastError = nil } }
                 log.info("action.gpio_pulse", [("action", action.name), ("line", pulse.line.description), ("ms", String(pulse.durationMs))])
             } catch {
                 if !also { status.withLock { $0[index].runs += 1 } }

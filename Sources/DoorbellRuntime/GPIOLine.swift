@@ -23,6 +23,14 @@ public enum GPIO {
 
     /// Every GPIO chip this process can open, for error messages and `agentctl status`.
     public static func chips() -> [GPIOChipInfo] {
+        nodes().compactMap { name in
+            guard let (label, lines) = describe("/dev/" + name) else { return nil }
+            return GPIOChipInfo(path: "/dev/" + name, name: name, label: label, lines: lines)
+        }
+    }
+
+    /// The `gpiochipN` entries of /dev, sorted, whether this process may open them or not.
+    static func nodes() -> [String] {
         guard let dir = opendir("/dev") else { return [] }
         defer { closedir(dir) }
         var names: [String] = []
@@ -32,9 +40,14 @@ public enum GPIO {
             }
             if name.hasPrefix("gpiochip") { names.append(name) }
         }
-        return names.sorted().compactMap { name in
-            guard let (label, lines) = describe("/dev/" + name) else { return nil }
-            return GPIOChipInfo(path: "/dev/" + name, name: name, label: label, lines: lines)
+        return names.sorted()
+    }
+
+    /// Chips that exist but this process may not open: their labels cannot be read, so a chip
+    /// named by label is "not found" when the real fault is the device's permissions.
+    static func deniedPaths() -> [String] {
+        nodes().map { "/dev/" + $0 }.filter { path in
+            describe(path) == nil && (errno == EACCES || errno == EPERM)
         }
     }
 
@@ -59,6 +72,11 @@ public enum GPIO {
         let listing = all.isEmpty ? "no GPIO chips are visible to this user"
             : "chips here: " + all.map { "\($0.name) [\($0.label)]" }.joined(separator: ", ")
         guard let path else {
+            let denied = deniedPaths()
+            if !denied.isEmpty {
+                // Plain Debian leaves /dev/gpiochip* to root (Raspberry Pi OS has the rule).
+                throw GPIOError(description: "cannot look for GPIO chip \"\(spec)\": permission denied opening \(denied.joined(separator: ", ")). Install the udev rule (install -m 0644 /usr/share/doorbell-agent/board/common/99-doorbell-agent.rules /etc/udev/rules.d/ && udevadm control --reload && udevadm trigger), which gives group gpio (the service user's) access")
+            }
             throw GPIOError(description: "no GPIO chip labelled \"\(spec)\" (\(listing)). Set chip to one of those labels; `gpiodetect` lists them too")
         }
         guard let (_, lines) = describe(path) else {

@@ -312,3 +312,32 @@ def agent_status(guest, user="rig-installer"):
         return json.loads(out)
     except ValueError:
         return None
+
+
+def wait_agent_status(guest, what, pred, seconds=60):
+    """The first `agentctl status --json` for which pred holds (bounded by seconds)."""
+    def check():
+        s = agent_status(guest)
+        return s if s is not None and pred(s) else None
+    return wait_for(what, seconds, check, 1.0)
+
+
+def install_deb_script(deb="/rig/current.deb"):
+    """Shell lines: the package installed, the receiver's CA and the HMAC secret in place, and the
+    installer account whose `agentctl status` the scenarios read."""
+    return f'''dpkg -i {deb}
+install -m 0640 -g doorbell-agent /rig/ca.pem /etc/doorbell-agent/rig-ca.pem
+echo "{SECRET}" > /etc/doorbell-agent/gateway.whsec
+chgrp doorbell-agent /etc/doorbell-agent/gateway.whsec; chmod 0640 /etc/doorbell-agent/gateway.whsec
+useradd --system -G doorbell-agent rig-installer
+'''
+
+
+def uplink_toml(receiver):
+    """The [uplink] section that delivers to the host's receiver."""
+    return f'''[uplink]
+url = "{receiver.url}"
+ca_file = "/etc/doorbell-agent/rig-ca.pem"
+hmac_secret_file = "/etc/doorbell-agent/gateway.whsec"
+retry_initial_ms = 500
+'''

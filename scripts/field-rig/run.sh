@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make test-field: the field rig (issue #15). The .deb (make deb, unless RIG_DEB names one or
 # RIG_SKIP_DEB=1 takes the newest in .work/deb) installed into a Debian 12 guest under qemu TCG,
-# booted with systemd and Debian's kernel, and every scenario in test_field.py run against it.
+# booted with systemd and Debian's kernel, and every scenario in test_field.py run against it;
+# test_chrony.py on an image with chrony; test_gpio.py with gpio-sim (build-gpio-sim.sh) as the GPIO chip.
 # The guest's root file system is cached in $RIG_CACHE (default /var/cache/doorbell-field-rig),
 # keyed by its package list (one image with timesyncd, one with chrony); each takes 1-14 minutes
 # to build, a warm run 3-4.
@@ -19,4 +20,5 @@ echo "test-field: guest root file systems (timesyncd, chrony) ready in $(( $(dat
 cd scripts/field-rig
 timeout 1800 ../../.venv/bin/python -W error::ResourceWarning test_field.py
 timeout 900 ../../.venv/bin/python -W error::ResourceWarning test_chrony.py
+timeout 900 ../../.venv/bin/python -W error::ResourceWarning test_gpio.py
 echo "test-field: all scenarios passed in $(( $(date +%s) - start )) s"

@@ -168,7 +168,9 @@ retry_initial_ms = 500
         return rig.wait_for(what, seconds, check, 1.0)
 
     def bodies(self, device=None):
-        b = self.receiver.verified_bodies()
+        """In the gateway's order (sequence), as a receiver reads them: the uplink sends a live press
+        newest first, so presses that queue behind a slow request arrive in reverse."""
+        b = sorted(self.receiver.verified_bodies(), key=lambda x: x["sequence"])
         return [x for x in b if device is None or x["device"]["id"] == device]
 
     def ble(self, s):
