@@ -112,7 +112,7 @@ public enum ConfigReference {
         Row(key: #"`[[action]] name`"#, type: #"string"#, defaultValue: #"`action-N`"#,
             meaning: #"shown in status and logs"#),
         Row(key: #"`[[action]] gpio_pulse`"#, type: #"table"#, defaultValue: #""#,
-            meaning: #"`{ chip = "pinctrl-bcm2711", line = 17, active_low = true, duration_ms = 300 }`: drives a chime relay or buzzer for the duration, then releases the line. Failures (no chip, line busy) show in `agentctl status` and the log."#),
+            meaning: #"`{ chip = "pinctrl-bcm2711", line = 17, active_low = true, duration_ms = 300 }`: drives a chime relay or buzzer for the duration, then releases the line. Failures (no chip, line busy) show in `agentctl status` and the log, as a problem until a pulse works again."#),
         Row(key: #"`[[action]] gpio_pulse.chip`, `gpio_pulse.line`, `gpio_pulse.active_low`, `gpio_pulse.duration_ms`"#, type: #"string, int, bool, int"#, defaultValue: #"–, –, `false`, 300"#,
             meaning: #"the chip by label (as `[radio.ook] chip`), the line offset (BCM number on a Pi), the level that means on, and how long it stays on (10–60000 ms)"#),
         Row(key: #"`[[action]] exec`"#, type: #"string array (this, `gpio_pulse` or `answer_phones` required)"#, defaultValue: #""#,
