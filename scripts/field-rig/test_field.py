@@ -413,7 +413,9 @@ systemctl is-enabled doorbell-agent; id doorbell-agent; stat -c '%U %a' /var/lib
         self.g.sh("systemctl stop doorbell-agent")
         self.g.sh(f"modprobe hci_vhci\nrm -f /run/rig-vhci\nsystemd-run --unit rig-vhci python3 /rig/bin/vhci_bridge.py --port {radio.port} --ready-file /run/rig-vhci\n"
                   "for i in $(seq 1 60); do [ -e /run/rig-vhci ] && break; sleep 0.5; done; cat /run/rig-vhci")
-        self.g.sh("for i in $(seq 1 60); do hciconfig hci0 2>/dev/null | grep -q UP && break; btmgmt --index 0 power on >/dev/null 2>&1; sleep 1; done; hciconfig hci0", 90)
+        n = self.g.slowness()
+        self.g.sh(f"for i in $(seq 1 {60 * n}); do hciconfig hci0 2>/dev/null | grep -q UP && break; timeout 10 btmgmt --index 0 power on >/dev/null 2>&1; sleep 1; done; hciconfig hci0",
+                  90 * n)
         self.g.sh("systemctl start doorbell-agent")
         return radio
 
