@@ -14,7 +14,11 @@ if [ -f "$OUT/hci_vhci.ko" ] && [ "$(cat "$OUT/stamp" 2>/dev/null)" = "$stamp" ]
 case $KVER in *-arm64) ;; *) echo "build-vhci: KVER must be a Debian arm64 kernel (…-arm64), not $KVER" >&2; exit 64 ;; esac
 abi=${KVER%-arm64}                            # 6.12.118+deb13
 series=$(echo "$KVER" | cut -d. -f1-2)        # 6.12
-case $abi in *+deb13*) dist=trixie gcc=14 ;; *) dist=bookworm gcc=12 ;; esac
+# trixie names linux-kbuild by the kernel's ABI, bookworm by its series.
+case $abi in
+  *+deb13*) dist=trixie gcc=14 kbuild=linux-kbuild-$abi ;;
+  *) dist=bookworm gcc=12 kbuild=linux-kbuild-$series ;;
+esac
 # On an arm64 host (a Pi running make test) the chroot is native: its own gcc, no cross compiler.
 host=$(dpkg --print-architecture)
 if [ "$host" = arm64 ]; then
@@ -30,7 +34,7 @@ start=$(date +%s)
 # The arm64 headers and the source are only unpacked (no emulation): apt downloads them in the
 # chroot, which knows both architectures.
 nice -n 10 mmdebstrap --mode=root --variant=apt --quiet --architectures="$archs" \
-  --include="make,$ccpkg,linux-kbuild-$abi,xz-utils" \
+  --include="make,$ccpkg,$kbuild,xz-utils" \
   --customize-hook="chroot \"\$1\" sh -c 'cd /tmp && apt-get download -q linux-headers-$KVER:arm64 linux-headers-$abi-common linux-source-$series >/dev/null && for d in /tmp/*.deb; do dpkg-deb -x \$d /; done'" \
   "$dist" "$work/root" "deb $MIRROR $dist main" "deb $MIRROR-security $dist-security main" >&2
 root=$work/root
