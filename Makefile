@@ -44,10 +44,12 @@ test: deps build-cloud
 	for t in json rtl433 config control pulses ooktext vcd hci ad bthome secret eddystone ancs smp acl phone cli btsnoop; do .build/debug/doorbell-fuzz $$t Tests/FuzzCorpus/$$t/*; done
 	DOORBELL_CLOUD_BIN=$(CURDIR)/$(CLOUD_BIN) $(SWIFT) test --skip-build
 
-# The field rig alone: the .deb under the shipped unit in a Debian 12 VM (qemu TCG, real kernel,
-# systemd, BlueZ, a Bumble controller as hci0 and on ttyS1). See scripts/field-rig/.
+# The field rig alone: the .deb under the shipped unit in a Debian 12 VM of the host's architecture
+# (real kernel, systemd, BlueZ, a Bumble controller as hci0 and on ttyS1), and the arm64 trixie
+# .deb on an emulated aarch64 Debian 13 board: there every scenario (make test runs the platform's
+# ones there, RIG_BOARD=platform). See scripts/field-rig/.
 test-field: deps
-	scripts/field-rig/run.sh
+	RIG_BOARD=all scripts/field-rig/run.sh
 
 # Figures (speed, footprint, storage wear) with their methods, into docs/benchmarks.md.
 bench: deps

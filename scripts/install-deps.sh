@@ -4,8 +4,13 @@
 set -euo pipefail
 
 packages=(rtl-433 curl libgpiod-dev gpiod bluez libbluetooth-dev libmosquitto-dev mosquitto mosquitto-clients libcurl4-openssl-dev libssl-dev libsqlite3-dev postgresql openssl ca-certificates python3 python3-venv sqlite3 dpkg-dev lintian help2man)
-# The field rig (make test-field): a Debian guest built with mmdebstrap, booted with qemu (TCG).
-[ "$(dpkg --print-architecture)" = amd64 ] && packages+=(mmdebstrap qemu-system-x86 qemu-utils e2fsprogs)
+# The field rig (make test-field): Debian guests built with mmdebstrap, booted with qemu: on amd64
+# the PC guest (TCG) and the arm64 board (TCG; its image's maintainer scripts run under
+# qemu-user-static, which mmdebstrap checks with arch-test); on arm64 only the board (KVM if usable).
+case $(dpkg --print-architecture) in
+  amd64) packages+=(mmdebstrap arch-test qemu-system-x86 qemu-system-arm qemu-utils e2fsprogs) ;;
+  arm64) packages+=(mmdebstrap arch-test qemu-system-arm qemu-utils e2fsprogs) ;;
+esac
 # Cross packages (make deb ARCH=arm64): the build root and sysroots come from mmdebstrap; the arm64
 # package is stripped with binutils-aarch64-linux-gnu and its binaries run by qemu-user-static.
 packages+=(mmdebstrap binutils-aarch64-linux-gnu qemu-user-static)

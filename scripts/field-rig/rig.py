@@ -17,6 +17,12 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 WORK = os.environ.get("RIG_WORK", os.path.join(REPO, ".work", "field-rig"))
+HOST_ARCH = subprocess.run(["dpkg", "--print-architecture"], check=True, stdout=subprocess.PIPE, text=True).stdout.strip()
+# The guest every scenario boots unless it names another: RIG_ARCH (amd64|arm64, default the
+# host's) and RIG_DIST (bookworm|trixie), as build-rootfs.sh takes them. run.sh runs the same
+# scenarios on the Debian 12 PC and on the emulated arm64 Debian 13 board this way.
+GUEST_ARCH = os.environ.get("RIG_ARCH") or HOST_ARCH
+GUEST_DIST = os.environ.get("RIG_DIST") or "bookworm"
 
 
 def log(*a):
@@ -38,23 +44,30 @@ def wait_for(what, seconds, check, step=0.3):
     raise TimeoutError(f"timed out after {seconds} s waiting for {what}")
 
 
-def rootfs_dir(ntp="timesyncd"):
+def rootfs_dir(ntp="timesyncd", arch=None, dist=None):
     out = subprocess.run([os.path.join(HERE, "build-rootfs.sh")], check=True, stdout=subprocess.PIPE, text=True,
-                         env=dict(os.environ, RIG_NTP=ntp)).stdout
+                         env=dict(os.environ, RIG_NTP=ntp, RIG_ARCH=arch or GUEST_ARCH, RIG_DIST=dist or GUEST_DIST)).stdout
     return out.strip().splitlines()[-1]
 
 
 class Guest:
     """One VM with its own copy-on-write disk over the cached base image."""
 
-    def __init__(self, name, rtc_base=None, serial_tcp_port=None, usb_serial_tcp_port=None, memory_mb=1024, keep_disk=False, ntp="timesyncd"):
+    def __init__(self, name, rtc_base=None, serial_tcp_port=None, usb_serial_tcp_port=None, memory_mb=1024, keep_disk=False, ntp="timesyncd",
+                 arch=None, dist=None):
         """keep_disk: boot the disk a previous run left (to look at a failure), not a fresh one.
-        ntp: the image's NTP client, timesyncd or chrony (build-rootfs.sh RIG_NTP)."""
+        ntp: the image's NTP client, timesyncd or chrony (build-rootfs.sh RIG_NTP).
+        arch, dist: the guest (default GUEST_ARCH, GUEST_DIST): amd64 is a PC (qemu-system-x86_64),
+        arm64 the qemu "virt" board with a Cortex-A72 (qemu-system-aarch64)."""
+        self.arch = arch or GUEST_ARCH
+        self.dist = dist or GUEST_DIST
+        if self.arch == "arm64" and serial_tcp_port:
+            raise ValueError("the arm64 virt board has one UART (the console): no ttyS1 controller there; use usb_serial_tcp_port")
         self.name = name
         self.dir = os.path.join(WORK, name)
         self.share = os.path.join(self.dir, "share")
         self.disk = os.path.join(self.dir, "disk.qcow2")
-        self.base = rootfs_dir(ntp)
+        self.base = rootfs_dir(ntp, self.arch, self.dist)
         if keep_disk:
             shutil.rmtree(self.share, ignore_errors=True)
         else:
@@ -83,12 +96,12 @@ class Guest:
         if os.path.exists(ready):
             os.remove(ready)
         self.boots += 1
-        cmd = ["qemu-system-x86_64", "-accel", "tcg", "-m", str(self.memory_mb), "-smp", "1", "-no-reboot",
-               "-display", "none", "-monitor", "none", "-nodefaults",
+        cmd = self.machine() + [
+               "-m", str(self.memory_mb), "-no-reboot", "-display", "none", "-monitor", "none", "-nodefaults",
                "-kernel", os.path.join(self.base, "vmlinuz"), "-initrd", os.path.join(self.base, "initrd.img"),
-               "-append", "root=/dev/vda rw console=ttyS0 panic=-1 systemd.show_status=0 net.ifnames=0",
-               "-drive", f"file={self.disk},if=virtio,format=qcow2,cache=writeback",
-               "-virtfs", f"local,path={self.share},mount_tag=rig,security_model=none,id=rig",
+               "-append", f"root=/dev/vda rw console={self.console_tty()} panic=-1 systemd.show_status=0 net.ifnames=0",
+               "-drive", f"file={self.disk},if=none,id=d0,format=qcow2,cache=writeback", "-device", "virtio-blk-pci,drive=d0",
+               "-fsdev", f"local,id=rig,path={self.share},security_model=none", "-device", "virtio-9p-pci,fsdev=rig,mount_tag=rig",
                "-netdev", "user,id=n0,ipv6=off", "-device", "virtio-net-pci,netdev=n0",
                "-serial", f"file:{os.path.join(self.dir, f'console-{self.boots}.log')}"]
         if self.serial_tcp_port:
@@ -115,6 +128,25 @@ class Guest:
         self.boot_id = read(ready).strip()
         log(self.name, f"up in {time.monotonic() - start:.0f} s, boot_id {self.boot_id}")
         return self.boot_id
+
+    def machine(self):
+        """qemu for this guest: its own architecture's emulator; KVM only for an arm64 guest on an
+        arm64 host (a Pi running make test), so the amd64 rig keeps the TCG timing it was tuned on."""
+        if self.arch == "amd64":
+            return ["qemu-system-x86_64", "-accel", "tcg", "-smp", "1"]
+        if HOST_ARCH == "arm64" and kvm_usable():
+            return ["qemu-system-aarch64", "-M", "virt", "-accel", "kvm", "-cpu", "host", "-smp", "2"]
+        # Under TCG a Cortex-A72 (a Pi 4's core); thread=multi lets a second vCPU use the second host core.
+        return ["qemu-system-aarch64", "-M", "virt", "-cpu", "cortex-a72", "-accel", "tcg,thread=multi", "-smp", "2"]
+
+    def slowness(self):
+        """How much longer the guest's own waits should be: an arm64 guest under TCG runs its
+        tools (btmgmt, python3) about three times slower than the PC guest (hci0 took over 90 s to
+        come up there, 2026-11-27)."""
+        return 3 if self.arch == "arm64" and not (HOST_ARCH == "arm64" and kvm_usable()) else 1
+
+    def console_tty(self):
+        return "ttyS0" if self.arch == "amd64" else "ttyAMA0"
 
     def run(self, script, timeout=120, check=True):
         """Runs a bash script as root in the guest; returns (rc, output)."""
@@ -155,6 +187,14 @@ class Guest:
 
     def console(self):
         return read(os.path.join(self.dir, f"console-{self.boots}.log"))
+
+
+def kvm_usable():
+    try:
+        os.close(os.open("/dev/kvm", os.O_RDWR))
+        return True
+    except OSError:
+        return False
 
 
 class Peer:
