@@ -40,8 +40,6 @@ public final class Ed25519SigningKey: @unchecked Sendable {
 
     deinit { EVP_PKEY_free(pkey) }
 
-    func withPKey<R>(_ body: (OpaquePointer) -> R) -> R { body(pkey) }
-
     public func signature(for message: [UInt8]) throws(Ed25519Error) -> [UInt8] {
         guard let ctx = EVP_MD_CTX_new() else { throw Ed25519Error(description: "libcrypto is out of memory") }
         defer { EVP_MD_CTX_free(ctx) }
@@ -60,38 +58,20 @@ public final class Ed25519SigningKey: @unchecked Sendable {
     }
 }
 
-/// One signing context for many messages (every delivery is signed): set up once instead of a
-/// context and a provider look-up per signature. Not Sendable: used by one thread at a time.
+/// Signs every delivery with one parsed key. Each signature gets a fresh libcrypto context, as
+/// `Ed25519SigningKey.signature(for:)` does: reusing one context for a second one-shot
+/// `EVP_DigestSign` works with OpenSSL 3.0 (Debian 12) but fails with trixie's 3.5 ("Ed25519
+/// signing failed" from the second delivery on: found by the field rig's arm64 Debian 13 board),
+/// and saved only ~10 % of a signature. Not Sendable: used by one thread at a time.
 public final class Ed25519Signer {
     public let key: Ed25519SigningKey
-    private let ctx: OpaquePointer
 
     public init(key: Ed25519SigningKey) throws(Ed25519Error) {
-        guard let ctx = EVP_MD_CTX_new() else { throw Ed25519Error(description: "libcrypto is out of memory") }
-        guard key.withPKey({ EVP_DigestSignInit(ctx, nil, nil, nil, $0) }) == 1 else {
-            EVP_MD_CTX_free(ctx)
-            ERR_clear_error()
-            throw Ed25519Error(description: "libcrypto refused to sign with the Ed25519 key")
-        }
         self.key = key
-        self.ctx = ctx
     }
 
-    deinit { EVP_MD_CTX_free(ctx) }
-
-    /// Ed25519 is one-shot (the message is hashed twice), so the context signs whole messages;
-    /// libcrypto keeps its key set up between calls.
     public func signature(for message: [UInt8]) throws(Ed25519Error) -> [UInt8] {
-        var sig = [UInt8](repeating: 0, count: 64)
-        var length = 64
-        let ok = withBytes(message) { m, count in
-            sig.withUnsafeMutableBufferPointer { EVP_DigestSign(ctx, $0.baseAddress, &length, m, count) == 1 }
-        }
-        guard ok, length == 64 else {
-            ERR_clear_error()
-            throw Ed25519Error(description: "Ed25519 signing failed in libcrypto")
-        }
-        return sig
+        try key.signature(for: message)
     }
 }
 
