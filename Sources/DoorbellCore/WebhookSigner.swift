@@ -27,15 +27,11 @@ public struct WebhookSigner {
     public let hmacSecret: WebhookSecret?
     public let deviceKey: Ed25519SigningKey?
     private let hmac: HMACSHA256.Keyed?
-    private let ed25519: Ed25519Signer?
 
-    public init(hmacSecret: WebhookSecret?, deviceKey: Ed25519SigningKey?) throws(SigningError) {
+    public init(hmacSecret: WebhookSecret?, deviceKey: Ed25519SigningKey?) {
         self.hmacSecret = hmacSecret
         self.deviceKey = deviceKey
         hmac = hmacSecret.map { HMACSHA256.Keyed(key: $0.keyBytes) }
-        do { ed25519 = try deviceKey.map { k throws(Ed25519Error) in try Ed25519Signer(key: k) } } catch {
-            throw SigningError(description: "cannot use the device key: \(error). Move the key file aside to have a new one made, then enroll its public key again (agentctl pubkey).")
-        }
     }
 
     static func prefix(id: String, timestamp: Int64) -> [UInt8] { Array("\(id).\(timestamp).".utf8) }
@@ -54,11 +50,11 @@ public struct WebhookSigner {
     }
 
     func v1a(prefix: [UInt8], body: [UInt8]) throws(SigningError) -> String? {
-        guard let ed25519 else { return nil }
+        guard let deviceKey else { return nil }
         var content = prefix
         content.append(contentsOf: body)
         do {
-            return "v1a," + Base64.encode(try ed25519.signature(for: content))
+            return "v1a," + Base64.encode(try deviceKey.signature(for: content))
         } catch {
             throw SigningError(description: "Ed25519 signing failed: \(error)")
         }

@@ -66,10 +66,7 @@ extension Agent {
                 throw AgentStartError(description: "uplink.hmac_secret_file \(file): \(error.description)", exitCode: 78)
             }
         }
-        let signer: WebhookSigner
-        do { signer = try WebhookSigner(hmacSecret: secret, deviceKey: uplink.signEd25519 ? deviceKey : nil) } catch {
-            throw AgentStartError(description: error.description, exitCode: 78)
-        }
+        let signer = WebhookSigner(hmacSecret: secret, deviceKey: uplink.signEd25519 ? deviceKey : nil)
         return Deliverer(settings: uplink, clock: config.clock, gatewayID: config.gatewayID, signer: signer, outbox: outbox, log: log,
                          heartbeat: loops.heartbeat("uplink", periodMicros: Deliverer.heartbeatPeriod(uplink))) {
             [unowned self] parked in reportDeadLetters(parked)

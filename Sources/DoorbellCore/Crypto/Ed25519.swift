@@ -40,6 +40,9 @@ public final class Ed25519SigningKey: @unchecked Sendable {
 
     deinit { EVP_PKEY_free(pkey) }
 
+    /// A fresh libcrypto context per signature: reusing one for a second one-shot
+    /// `EVP_DigestSign` works with OpenSSL 3.0 (Debian 12) but fails with trixie's 3.5 (found by
+    /// the field rig's arm64 Debian 13 board), and would save only ~10 % of a signature.
     public func signature(for message: [UInt8]) throws(Ed25519Error) -> [UInt8] {
         guard let ctx = EVP_MD_CTX_new() else { throw Ed25519Error(description: "libcrypto is out of memory") }
         defer { EVP_MD_CTX_free(ctx) }
@@ -55,23 +58,6 @@ public final class Ed25519SigningKey: @unchecked Sendable {
             throw Ed25519Error(description: "Ed25519 signing failed in libcrypto")
         }
         return sig
-    }
-}
-
-/// Signs every delivery with one parsed key. Each signature gets a fresh libcrypto context, as
-/// `Ed25519SigningKey.signature(for:)` does: reusing one context for a second one-shot
-/// `EVP_DigestSign` works with OpenSSL 3.0 (Debian 12) but fails with trixie's 3.5 ("Ed25519
-/// signing failed" from the second delivery on: found by the field rig's arm64 Debian 13 board),
-/// and saved only ~10 % of a signature. Not Sendable: used by one thread at a time.
-public final class Ed25519Signer {
-    public let key: Ed25519SigningKey
-
-    public init(key: Ed25519SigningKey) throws(Ed25519Error) {
-        self.key = key
-    }
-
-    public func signature(for message: [UInt8]) throws(Ed25519Error) -> [UInt8] {
-        try key.signature(for: message)
     }
 }
 
