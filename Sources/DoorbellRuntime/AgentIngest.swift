@@ -145,7 +145,7 @@ extension Agent {
         for (address, m) in saved where c.unsavedButtonMemory[address] == m { c.unsavedButtonMemory[address] = nil }
     }
 
-    /// Makes an event durable (one transaction, one fsync) and wakes the uplink.
+    /// Makes an event durable (one transaction, one fsync), waking the uplink during the fsync.
     @discardableResult
     func accept(_ incoming: AgentEvent) -> OutboxEntry? { acceptAll([incoming]).first }
 
@@ -194,6 +194,8 @@ extension Agent {
     enum StoreOutcome { case stored([OutboxEntry]), full, failed }
 
     /// One transaction, one fsync: the events, any evictions their arrival forces, and the report.
+    /// The uplink is woken between COMMIT and the fsync, so a press's request overlaps its fsync
+    /// (why that is safe: Outbox+Sync.swift); everything else sees it only once it is stored.
     func store(_ events: [AgentEvent]) -> StoreOutcome {
         let wallMillis = Clocks.wallMicros() / 1000
         let ids = rng.withLock { r in events.map { _ in UUIDv7.make(unixMillis: wallMillis, random: &r) } }
@@ -221,7 +223,7 @@ extension Agent {
                         occurredAtMicros: Clocks.wallMicros(), clockSynced: clockSynced,
                         data: explained.data(reason: "outbox bounds: max_events \(config.outbox.maxEvents), max_bytes \(config.outbox.maxBytes)"))
                     return (reportID, report.type.rawValue, report.body(id: reportID, sequence: sequence, gatewayID: gateway, agentVersion: AgentVersion.current))
-                })
+                }, whileSyncing: { deliverer?.notify() })
             counters.withLock {
                 Self.forget(saved: memory, in: &$0)
                 for event in events { $0.eventsByType[event.type.rawValue, default: 0] += 1 }
@@ -240,7 +242,6 @@ extension Agent {
                                                ("sequences", result.evicted.prefix(20).map { String($0.sequence) }.joined(separator: ",")),
                                                ("hint", "the outbox is at its bounds ([outbox] max_events/max_bytes): is the uplink down?")])
             }
-            deliverer?.notify()
             mqttSink?.notify()
             for (entry, event) in zip(result.entries, events) {
                 feed.publish(event.json(id: entry.id, sequence: entry.sequence, gatewayID: gateway, agentVersion: AgentVersion.current))

@@ -27,8 +27,14 @@ extension Outbox {
     /// only those: a re-sent packet moves the counter without an event).
     public func append(_ events: [OutboxNewEvent], memory: [String: BTHomeButtonTracker.DeviceMemory] = [:], bounds: OutboxBounds?,
                        report: ((Int64, [EvictedEvent]) -> (id: String, type: String, body: [UInt8]))?) throws(OutboxError) -> OutboxBatchResult {
+        try append(events, memory: memory, bounds: bounds, report: report, deferringSync: false)
+    }
+
+    func append(_ events: [OutboxNewEvent], memory: [String: BTHomeButtonTracker.DeviceMemory], bounds: OutboxBounds?,
+                report: ((Int64, [EvictedEvent]) -> (id: String, type: String, body: [UInt8]))?,
+                deferringSync: Bool) throws(OutboxError) -> OutboxBatchResult {
         guard !events.isEmpty || !memory.isEmpty else { return OutboxBatchResult(entries: [], evicted: [], report: nil) }
-        return try transaction { () throws(OutboxError) -> OutboxBatchResult in
+        return try transaction(deferringSync: deferringSync) { () throws(OutboxError) -> OutboxBatchResult in
             try write(memory: memory)
             guard !events.isEmpty else { return OutboxBatchResult(entries: [], evicted: [], report: nil) }
             var sequence = try queryInt(Self.lastSequenceQuery) ?? 0
@@ -193,7 +199,10 @@ extension Outbox {
                        dead: [(id: String, error: String)] = []) throws(OutboxError) {
         guard !delivered.isEmpty || !failed.isEmpty || !dead.isEmpty else { return }
         // Failures and parkings keep their fsync: their counts and backoffs must survive.
-        try transaction(acknowledgements: failed.isEmpty && dead.isEmpty ? delivered.count : 0) { () throws(OutboxError) in
+        // An acknowledgement is applied only once the press it removes is on the device: the
+        // uplink may have sent it while its append's fsync was still running.
+        try transaction(acknowledgements: failed.isEmpty && dead.isEmpty ? delivered.count : 0,
+                        afterAppendsSynced: !delivered.isEmpty) { () throws(OutboxError) in
             var removed: Int64 = 0
             if !delivered.isEmpty { try keepLastSequence() }
             for id in delivered {

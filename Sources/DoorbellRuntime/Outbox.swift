@@ -132,12 +132,28 @@ public final class Outbox: @unchecked Sendable {
     var unsyncedAcknowledgements = 0
     /// Which events go first when a bound is reached (each row's `priority` column).
     let eviction = EvictionPolicy()
+    /// Appends committed whose fsync has not returned yet (`append(_:whileSyncing:)`); an
+    /// acknowledgement waits for them on `syncedCondition`, under `mutex`.
+    var unsyncedAppends = 0
+    let syncedCondition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+    /// Flushes the write-ahead log (a descriptor of it) to the device; the real `fdatasync` except in tests that must
+    /// hold an fsync open to look at what happens meanwhile. Returns 0 or an errno.
+    let flushLog: @Sendable (Int32) -> Int32
+    /// The WAL file's inode whose directory entry was synced (see `flushWriteAheadLog`).
+    var syncedLogInode: ino_t = 0
 
     /// `sinks`: the configured sinks (see `setSinks` for what a removed one means).
-    public init(path: String, sinks: OutboxSinks = .cloud) throws(OutboxError) {
+    public convenience init(path: String, sinks: OutboxSinks = .cloud) throws(OutboxError) {
+        try self.init(path: path, sinks: sinks, flushLog: Outbox.fdatasyncFile)
+    }
+
+    /// `flushLog`: how the write-ahead log reaches the device (tests hold it open; see `flushLog`).
+    init(path: String, sinks: OutboxSinks = .cloud, flushLog: @escaping @Sendable (Int32) -> Int32) throws(OutboxError) {
         self.path = path
         self.sinks = sinks
+        self.flushLog = flushLog
         pthread_mutex_init(mutex, nil)
+        pthread_cond_init(syncedCondition, nil)
         var handle: OpaquePointer?
         let rc = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nil)
         db = handle
@@ -169,6 +185,8 @@ public final class Outbox: @unchecked Sendable {
         close()
         pthread_mutex_destroy(mutex)
         mutex.deallocate()
+        pthread_cond_destroy(syncedCondition)
+        syncedCondition.deallocate()
     }
 
     public func close() {
@@ -190,9 +208,16 @@ public final class Outbox: @unchecked Sendable {
     /// keeps `tally` up to date as it writes; a rollback restores it, all under the one lock.
     /// `acknowledgements`: a transaction that only removes acknowledged rows (their count) may
     /// commit without its own fsync — see `unsyncedAcknowledgementLimit`.
-    func transaction<R>(acknowledgements: Int = 0, _ body: () throws(OutboxError) -> R) throws(OutboxError) -> R {
+    /// `deferringSync`: COMMIT without its fsync, which the caller makes at once, outside the lock
+    /// (`append(_:memory:bounds:report:whileSyncing:)`); counted in `unsyncedAppends` until then.
+    /// `afterAppendsSynced`: waits first until no append's fsync is outstanding (acknowledgements).
+    func transaction<R>(acknowledgements: Int = 0, deferringSync: Bool = false, afterAppendsSynced: Bool = false,
+                        _ body: () throws(OutboxError) -> R) throws(OutboxError) -> R {
         try locked { () throws(OutboxError) -> R in
-            let synced = acknowledgements == 0 || unsyncedAcknowledgements + acknowledgements >= Self.unsyncedAcknowledgementLimit
+            // Bounded: every deferred fsync is made right after its commit, failed or not.
+            while afterAppendsSynced && unsyncedAppends > 0 { pthread_cond_wait(syncedCondition, mutex) }
+            let synced = !deferringSync
+                && (acknowledgements == 0 || unsyncedAcknowledgements + acknowledgements >= Self.unsyncedAcknowledgementLimit)
             if !synced { try exec("PRAGMA synchronous=NORMAL") }
             defer { if !synced { try? exec("PRAGMA synchronous=FULL") } }
             try exec("BEGIN IMMEDIATE")
@@ -200,8 +225,12 @@ public final class Outbox: @unchecked Sendable {
             do throws(OutboxError) {
                 let result = try body()
                 try exec("COMMIT")
-                // A synced commit makes every earlier frame of the WAL durable too.
-                unsyncedAcknowledgements = synced ? 0 : unsyncedAcknowledgements + acknowledgements
+                if deferringSync {
+                    unsyncedAppends += 1
+                } else {
+                    // A synced commit makes every earlier frame of the WAL durable too.
+                    unsyncedAcknowledgements = synced ? 0 : unsyncedAcknowledgements + acknowledgements
+                }
                 return result
             } catch {
                 try? exec("ROLLBACK")

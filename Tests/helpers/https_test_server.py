@@ -25,6 +25,7 @@ p.add_argument("--poison", default="", help="comma-separated event sequences alw
 p.add_argument("--spare-from", type=int, default=0, help="events with this sequence or higher are never failed at random")
 p.add_argument("--down-file", help="while this file exists, every connection is reset without an answer (an outage)")
 p.add_argument("--seed", type=int, default=1)
+p.add_argument("--kill-pid-file", help="the script's 'kill' SIGKILLs the process whose pid this file holds, then resets (a crash right after the send)")
 p.add_argument("--client-ca", help="require a client certificate signed by this CA (mTLS)")
 args = p.parse_args()
 
@@ -78,6 +79,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
             with open(args.log, "a") as f:
                 f.write(json.dumps({"t": time.time(), "answer": action, "sequence": sequence, "method": "POST", "path": self.path, "headers": dict(self.headers.items()),
                                     "body": body.decode("latin-1"), "connection": self.connection_number}) + "\n")
+        if action == "kill":
+            import signal as _signal
+            with open(args.kill_pid_file) as f:
+                os.kill(int(f.read().strip()), _signal.SIGKILL)
+            action = "reset-before"
         if action == "hang":
             time.sleep(args.max_seconds)
             return

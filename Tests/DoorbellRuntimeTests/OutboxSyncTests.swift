@@ -1,0 +1,118 @@
+import DoorbellCore
+@testable import DoorbellRuntime
+import Foundation
+import XCTest
+
+/// A press sent while its fsync runs (Outbox+Sync.swift), on real SQLite files: the fsync is the
+/// real fdatasync, held open by a gate so the test can look at what happens meanwhile.
+final class OutboxSyncTests: XCTestCase {
+    /// Holds every flush of the WAL until `release()`; records the order of what happened.
+    final class Gate: @unchecked Sendable {
+        let entered = DispatchSemaphore(value: 0)
+        let open = DispatchSemaphore(value: 0)
+        private let lock = NSLock()
+        private var events: [String] = []
+        var held = true
+        func record(_ e: String) { lock.lock(); events.append(e); lock.unlock() }
+        var order: [String] { lock.lock(); defer { lock.unlock() }; return events }
+        func flush(_ fd: Int32) -> Int32 {
+            guard held else { return fdatasync(fd) == 0 ? 0 : errno }
+            entered.signal()
+            _ = open.wait(timeout: .now() + 20)
+            let rc = fdatasync(fd) == 0 ? 0 : errno
+            record("fsync returned")
+            return rc
+        }
+    }
+
+    static func press(_ id: String) -> OutboxNewEvent {
+        OutboxNewEvent(id: id, type: "doorbell.pressed", createdAtMs: 1) { sequence in Array("{\"sequence\":\(sequence)}".utf8) }
+    }
+
+    /// The uplink is woken and can read the press before its fsync returns; its acknowledgement
+    /// waits for the fsync (mutations: flushing under the outbox lock hangs the read; dropping the
+    /// wait in `settle` puts "settled" before "fsync returned").
+    func testThePressIsReadableDuringItsFsyncAndItsAcknowledgementWaitsForIt() throws {
+        let dir = try TempDir()
+        let gate = Gate()
+        let outbox = try Outbox(path: dir.file("outbox.sqlite"), flushLog: { gate.flush($0) })
+        gate.held = false
+        _ = try outbox.append([Self.press("before")], bounds: nil, report: nil, whileSyncing: {}) // creates the WAL
+        gate.held = true
+
+        let appended = DispatchSemaphore(value: 0)
+        let woken = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            _ = try? outbox.append([Self.press("press")], bounds: nil, report: nil, whileSyncing: { woken.signal() })
+            gate.record("stored")
+            appended.signal()
+        }
+        XCTAssertEqual(woken.wait(timeout: .now() + 20), .success, "the uplink was woken")
+        XCTAssertEqual(gate.entered.wait(timeout: .now() + 20), .success, "the fsync started")
+
+        // The uplink's read while the fsync is held: it sees the press (with the outbox lock free).
+        let read = DispatchSemaphore(value: 0)
+        nonisolated(unsafe) var seen: [String] = []
+        Thread.detachNewThread {
+            seen = ((try? outbox.due(nowWallMs: 10, limit: 10)) ?? []).map(\.id)
+            read.signal()
+        }
+        XCTAssertEqual(read.wait(timeout: .now() + 20), .success, "the outbox answers during the fsync")
+        XCTAssertEqual(seen, ["before", "press"])
+
+        // Its 2xx came back: the acknowledgement waits for the fsync.
+        let settled = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            try? outbox.settle(delivered: ["press"])
+            gate.record("settled")
+            settled.signal()
+        }
+        usleep(200_000) // room for a settle that did not wait to show itself
+        XCTAssertEqual(gate.order, [], "nothing is stored or settled while the fsync runs")
+        gate.open.signal()
+        XCTAssertEqual(appended.wait(timeout: .now() + 20), .success)
+        XCTAssertEqual(settled.wait(timeout: .now() + 20), .success)
+        XCTAssertEqual(gate.order.first, "fsync returned", "\(gate.order)")
+        XCTAssertEqual(Set(gate.order), ["fsync returned", "stored", "settled"])
+        XCTAssertEqual(try outbox.pending(limit: 10).map(\.id), ["before"])
+        XCTAssertEqual(outbox.unsyncedAppends, 0)
+        XCTAssertEqual(try outbox.stats(), try outbox.countedStats())
+        outbox.close()
+    }
+
+    /// A failed fsync is an error that says what to do; the row stays (it is delivered) and an
+    /// acknowledgement does not wait for ever (mutation: not counting the failed fsync as done
+    /// hangs the settle until the test's bound).
+    func testAFailedFsyncIsReportedAndReleasesTheAcknowledgements() throws {
+        let dir = try TempDir()
+        let outbox = try Outbox(path: dir.file("outbox.sqlite"), flushLog: { _ in EIO })
+        XCTAssertThrowsError(try outbox.append([Self.press("press")], bounds: nil, report: nil, whileSyncing: {})) { error in
+            XCTAssertEqual((error as? OutboxError)?.code, .io)
+            XCTAssertTrue("\(error)".contains("Check the storage device"), "\(error)")
+        }
+        XCTAssertEqual(try outbox.pending(limit: 10).map(\.id), ["press"])
+        let settled = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            try? outbox.settle(delivered: ["press"])
+            settled.signal()
+        }
+        XCTAssertEqual(settled.wait(timeout: .now() + 20), .success, "the acknowledgement was applied")
+        XCTAssertEqual(try outbox.pending(limit: 10).map(\.id), [])
+        outbox.close()
+    }
+
+    /// The real path end to end: the deferred commit is durable once append returns — another
+    /// connection (a restart) reads it, and the WAL holds one commit's frames like a synced one.
+    func testADeferredFsyncStoresLikeASyncedCommit() throws {
+        let dir = try TempDir()
+        let path = dir.file("outbox.sqlite")
+        var outbox: Outbox? = try Outbox(path: path)
+        for i in 0..<20 { _ = try outbox?.append([Self.press("p\(i)")], bounds: nil, report: nil, whileSyncing: {}) }
+        XCTAssertEqual(outbox?.unsyncedAppends, 0)
+        outbox?.close()
+        outbox = nil
+        let reopened = try Outbox(path: path)
+        XCTAssertEqual(try reopened.pending(limit: 50).map(\.sequence), Array(1...20))
+        reopened.close()
+    }
+}

@@ -1,0 +1,73 @@
+import DoorbellCore
+import Foundation
+import XCTest
+
+/// A press's request goes out while its fsync runs (Outbox+Sync.swift). The agent is SIGKILLed
+/// by the receiver the moment that request arrives, then started again on the same state:
+/// - as a process crash leaves it (the commit is in the page cache): the press is sent again
+///   with the same id, so a receiver deduplicating by id (the cloud) rings once;
+/// - as a power cut before the fsync returned may leave it (the outbox as it was before the
+///   press): the press is not sent again — the copy the receiver has is the only one.
+/// Either way nothing is lost and no press has two ids. Real agent, real SQLite on disk, real
+/// HTTPS receiver.
+final class PressFsyncCrashTests: XCTestCase {
+    func crashBetweenSendAndFsync(powerCut: Bool) throws -> (first: [JSONValue], second: [JSONValue]) {
+        try requireFile(Paths.agentBinary, "doorbell-agent")
+        let dir = try TempDir()
+        let pidFile = dir.file("agent.pid")
+        let receiver = try ScriptedReceiver(dir: dir, ["--script", "kill,200", "--kill-pid-file", pidFile])
+        defer { receiver.stop() }
+        let socket = dir.file("control.sock")
+        let secret = try dir.write("g.whsec", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n")
+        let config = try dir.write("agent.toml", agentConfig(
+            stateDir: dir.file("state"), socket: socket, radio: "[radio.rtl433]\nbinary = \"\(try quietRadio(dir))\"",
+            devices: [("front-door", "{ code = 1 }")], url: receiver.url, caFile: receiver.caFile, secretFile: secret)
+            + "\n[tracker.button]\ncooldown_ms = 0\nrepeat_gap_ms = 20\n")
+        let outbox = dir.file("state/outbox.sqlite")
+
+        let agent = try startAgent(dir, config: config, socket: socket, name: "agent-1")
+        defer { agent.stop() }
+        try "\(agent.process.processIdentifier)".write(toFile: pidFile, atomically: true, encoding: .utf8)
+        // What the device holds before the press: the state a power cut before its fsync leaves.
+        let before = try [outbox, outbox + "-wal"].map { try Data(contentsOf: URL(fileURLWithPath: $0)) }
+        XCTAssertEqual(try injectPress(socket), 0)
+        XCTAssertNotNil(agent.wait(seconds: 20), "the receiver killed the agent on the press's request")
+        XCTAssertEqual(receiver.requests.count, 1)
+        if powerCut {
+            try before[0].write(to: URL(fileURLWithPath: outbox))
+            try before[1].write(to: URL(fileURLWithPath: outbox + "-wal"))
+            try? FileManager.default.removeItem(atPath: outbox + "-shm")
+        }
+
+        let again = try startAgent(dir, config: config, socket: socket, name: "agent-2")
+        defer { again.stop() }
+        usleep(30_000) // the press tracker's repeat gap
+        XCTAssertEqual(try injectPress(socket), 0)
+        // A crash: the first press again, then the second; a power cut: the second alone.
+        let expected = powerCut ? 2 : 3
+        eventually(30, "outbox drained") { agentStatus(socket)?["outbox"]?["depth"]?.intValue == 0 && receiver.requests.count >= expected }
+        let requests = receiver.requests
+        let first = requests.prefix(1).map { $0 }
+        return (first, Array(requests.dropFirst()))
+    }
+
+    func id(_ r: JSONValue) -> String? { (try? JSONReader.parse(r["body"]?.stringValue ?? ""))?["id"]?.stringValue }
+
+    func testAProcessCrashAfterTheSendResendsThePressUnderItsOwnId() throws {
+        let (first, rest) = try crashBetweenSendAndFsync(powerCut: false)
+        let killed = try XCTUnwrap(first.first.flatMap(id))
+        let ids = rest.map(id)
+        XCTAssertEqual(ids.filter { $0 == killed }.count, 1, "sent again, same id: \(ids)")
+        XCTAssertEqual(Set(ids.compactMap { $0 }).count, 2, "the second press has an id of its own: \(ids)")
+        XCTAssertTrue(rest.allSatisfy { $0["answer"]?.stringValue == "200" })
+    }
+
+    func testAPowerCutBeforeTheFsyncLosesNothingAndRingsOnce() throws {
+        let (first, rest) = try crashBetweenSendAndFsync(powerCut: true)
+        let killed = try XCTUnwrap(first.first.flatMap(id))
+        let ids = rest.map(id)
+        XCTAssertFalse(ids.contains(killed), "the press the device lost is not sent again: \(ids)")
+        XCTAssertEqual(ids.count, 1, "only the second press: \(ids)")
+        XCTAssertTrue(rest.allSatisfy { $0["answer"]?.stringValue == "200" })
+    }
+}
