@@ -167,11 +167,12 @@ public final class Outbox: @unchecked Sendable {
         do {
             // Small pages: a commit rewrites whole pages (into the WAL, then the database), so
             // 1 KiB pages write less than half what 4 KiB ones do per event on the SD card.
-            // Only a new file takes it; an existing outbox keeps its page size.
-            try exec("PRAGMA page_size=1024")
+            // A new file takes it here; an older one is rewritten once (`shrinkPages`).
+            try exec("PRAGMA page_size=\(Self.pageSize)")
             try exec("PRAGMA journal_mode=WAL")
             try exec("PRAGMA synchronous=FULL")
             try migrate()
+            shrinkPages()
             try restrict(to: sinks)
             try recount()
         } catch {
@@ -309,6 +310,23 @@ public final class Outbox: @unchecked Sendable {
         if version < 5 { try migrateClockStamps() }
         if version < 6 { try migratePriorities() }
         if version < 7 { try migrateSequenceKey() }
+    }
+
+    /// The page size new outboxes get (see init): an outbox created before it (4 KiB pages, up to
+    /// 2026-11-24) wrote 19 KB per press instead of 10.
+    static let pageSize: Int64 = 1024
+
+    /// An outbox with larger pages is rewritten once with 1 KiB ones. WAL mode cannot change its
+    /// page size, so: rollback journal, VACUUM (atomic: a power cut leaves the old file or the
+    /// new one), WAL again. Best effort: it needs free space for a copy of the file and no other
+    /// connection; if it cannot, the outbox keeps working with its pages and tries at the next
+    /// start.
+    func shrinkPages() {
+        guard let size = try? queryInt("PRAGMA page_size"), size > Self.pageSize else { return }
+        defer { try? exec("PRAGMA journal_mode=WAL") }
+        guard (try? exec("PRAGMA journal_mode=DELETE")) != nil else { return }
+        try? exec("PRAGMA page_size=\(Self.pageSize)")
+        try? exec("VACUUM")
     }
 
     /// v7: a press written in as few pages as SQLite allows. The sequence is the row's key (the

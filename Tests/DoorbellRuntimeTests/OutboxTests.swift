@@ -210,14 +210,15 @@ final class OutboxTests: XCTestCase {
         return sqlite3_step(statement) == SQLITE_ROW ? sqlite3_column_int(statement, 0) : -1
     }
 
-    func testANewOutboxUsesSmallPagesAndAnOldOneKeepsItsOwn() throws {
+    func testANewOutboxUsesSmallPagesAndAnOldOneIsRewrittenWithThem() throws {
         let dir = try TempDir()
         let fresh = dir.file("new.sqlite")
         let outbox = try Outbox(path: fresh)
         _ = try outbox.append(id: "a", type: "t", createdAtMs: 0) { self.body($0) }
         outbox.close()
         XCTAssertEqual(pageSize(fresh), 1024)
-        // A file made before the change (4 KiB pages) opens, migrates and works as it is.
+        // A file made before the change (4 KiB pages) opens, migrates, is rewritten with 1 KiB
+        // pages (Outbox.shrinkPages) and works; what else it held stays.
         let old = dir.file("old.sqlite")
         var db: OpaquePointer?
         XCTAssertEqual(sqlite3_open_v2(old, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nil), SQLITE_OK)
@@ -227,7 +228,10 @@ final class OutboxTests: XCTestCase {
         _ = try reopened.append(id: "b", type: "t", createdAtMs: 0) { self.body($0) }
         XCTAssertEqual(try reopened.pending(limit: 5).map(\.id), ["b"])
         reopened.close()
-        XCTAssertEqual(pageSize(old), 4096)
+        XCTAssertEqual(pageSize(old), 1024)
+        XCTAssertEqual(sqlite3_open_v2(old, &db, SQLITE_OPEN_READONLY, nil), SQLITE_OK)
+        XCTAssertEqual(sqlite3_exec(db, "SELECT x FROM unrelated", nil, nil, nil), SQLITE_OK)
+        sqlite3_close(db)
     }
 
     func testGarbageFileIsReportedAsCorruptWithWhatToDo() throws {

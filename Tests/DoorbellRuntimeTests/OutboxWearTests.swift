@@ -90,6 +90,46 @@ final class OutboxWearTests: XCTestCase {
 
     /// An outbox written by v6 (sequence in its own unique index, the last sequence in meta ahead
     /// of the table's last row) is re-keyed in place: every row and column kept, the sequence
+    /// An outbox from before 1 KiB pages (4 KiB, created up to 2026-11-24: 19 KB per press) is
+    /// rewritten with 1 KiB pages at the next start — WAL mode cannot change its page size, so
+    /// through a rollback journal and VACUUM — keeping every row, and then writes a press in
+    /// three or five 1 KiB pages like any (mutation: without `shrinkPages` the page size stays 4096).
+    func testAnOutboxWith4KiBPagesIsRewrittenWith1KiBPagesWithoutLoss() throws {
+        let dir = try TempDir()
+        let path = dir.file("outbox.sqlite")
+        let outbox = try Outbox(path: path, sinks: [.cloud, .mqtt])
+        let body = [UInt8](repeating: 0x61, count: 336)
+        _ = try outbox.append((0..<300).map { i in OutboxNewEvent(id: "e\(i)", type: i % 3 == 0 ? "beacon.entered" : "doorbell.pressed",
+                                                                  createdAtMs: Int64(i)) { _ in body } }, bounds: nil, report: nil)
+        try outbox.settle(delivered: (0..<40).map { "e\($0)" })
+        outbox.close()
+        var db: OpaquePointer?
+        XCTAssertEqual(sqlite3_open(path, &db), SQLITE_OK)
+        XCTAssertEqual(sqlite3_exec(db, "PRAGMA journal_mode=DELETE; PRAGMA page_size=4096; VACUUM; PRAGMA journal_mode=WAL;", nil, nil, nil), SQLITE_OK)
+        XCTAssertEqual(rows(db, "PRAGMA page_size"), [["4096"]], "a v7 outbox with 4 KiB pages on disk")
+        let allRows = "SELECT id, sequence, type, hex(body), sinks, priority FROM events ORDER BY sequence"
+        let before = rows(db, allRows)
+        let memory = rows(db, "SELECT * FROM meta ORDER BY key")
+        sqlite3_close(db)
+
+        let reopened = try Outbox(path: path, sinks: [.cloud, .mqtt])
+        XCTAssertEqual(try reopened.stats(), try reopened.countedStats())
+        XCTAssertEqual(try reopened.stats().lastSequence, 300)
+        XCTAssertEqual(try reopened.pending(limit: 1000).count, 260)
+        // VACUUM packs the leaves: the first press opens a new one (5 frames), the next fits (3).
+        let frames = try (0..<2).map { i in try walFrames(path) { _ = try reopened.append(id: "press\(i)", type: "doorbell.pressed", createdAtMs: 1) { _ in body } } }
+        XCTAssertEqual(frames, [5, 3])
+        reopened.close()
+
+        XCTAssertEqual(sqlite3_open(path, &db), SQLITE_OK)
+        defer { sqlite3_close(db) }
+        XCTAssertEqual(rows(db, "PRAGMA page_size"), [["1024"]])
+        XCTAssertEqual(rows(db, "PRAGMA journal_mode"), [["wal"]])
+        XCTAssertEqual(rows(db, "PRAGMA integrity_check"), [["ok"]])
+        XCTAssertEqual(rows(db, allRows + " LIMIT \(before.count)"), before, "every row kept")
+        XCTAssertEqual(rows(db, "SELECT * FROM meta ORDER BY key"), memory)
+    }
+
     /// never goes back, and the next press gets the next one.
     func testAVersion6OutboxIsRekeyedBySequenceWithoutLoss() throws {
         let dir = try TempDir()
