@@ -27,14 +27,17 @@ extension Outbox {
     /// only those: a re-sent packet moves the counter without an event).
     public func append(_ events: [OutboxNewEvent], memory: [String: BTHomeButtonTracker.DeviceMemory] = [:], bounds: OutboxBounds?,
                        report: ((Int64, [EvictedEvent]) -> (id: String, type: String, body: [UInt8]))?) throws(OutboxError) -> OutboxBatchResult {
-        try append(events, memory: memory, bounds: bounds, report: report, deferringSync: false)
+        try append(events, memory: memory, bounds: bounds, report: report, deferringSync: false).result
     }
 
+    /// `reserved`: the commit also moved the sequences that may be sent before their fsync
+    /// (`reserveSequences`), so it must be on the device before anything is sent.
     func append(_ events: [OutboxNewEvent], memory: [String: BTHomeButtonTracker.DeviceMemory], bounds: OutboxBounds?,
                 report: ((Int64, [EvictedEvent]) -> (id: String, type: String, body: [UInt8]))?,
-                deferringSync: Bool) throws(OutboxError) -> OutboxBatchResult {
-        guard !events.isEmpty || !memory.isEmpty else { return OutboxBatchResult(entries: [], evicted: [], report: nil) }
-        return try transaction(deferringSync: deferringSync) { () throws(OutboxError) -> OutboxBatchResult in
+                deferringSync: Bool) throws(OutboxError) -> (result: OutboxBatchResult, reserved: Bool) {
+        guard !events.isEmpty || !memory.isEmpty else { return (OutboxBatchResult(entries: [], evicted: [], report: nil), false) }
+        var reserved = false
+        let result = try transaction(deferringSync: deferringSync) { () throws(OutboxError) -> OutboxBatchResult in
             try write(memory: memory)
             guard !events.isEmpty else { return OutboxBatchResult(entries: [], evicted: [], report: nil) }
             var sequence = try queryInt(Self.lastSequenceQuery) ?? 0
@@ -67,8 +70,10 @@ extension Outbox {
             // Only when rows left (the newest may have been evicted); otherwise the table's last
             // key is the last sequence and the meta page stays out of the commit.
             if !evicted.isEmpty { try run("UPDATE meta SET value = MAX(value, ?) WHERE key = 'last_sequence'", [.int(sequence)]) }
+            if deferringSync { reserved = try reserveSequences(through: sequence) }
             return OutboxBatchResult(entries: entries, evicted: evicted, report: reportEntry)
         }
+        return (result, reserved)
     }
 
     /// The next victim: the first entry of the (priority, sequence) index — lowest tier, oldest.

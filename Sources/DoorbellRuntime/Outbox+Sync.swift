@@ -9,8 +9,10 @@ import Glibc
 //   sent again with the same id and the cloud, which deduplicates by event id, rings once;
 // - a power cut before the fsync returned may lose the row: the press was made but never
 //   counted as stored (that was always possible before its fsync), and whatever copy reached
-//   the cloud is the only one — nothing is sent again, nothing rings twice. The next event may
-//   then reuse its sequence with another id; the cloud keys events by id, not sequence;
+//   the cloud is the only one — nothing is sent again, nothing rings twice. Its sequence is
+//   never given to another event: sequences are reserved ahead, durably, 1,024 at a time
+//   (`reserveSequences`), and after an unclean reboot the agent goes on after the reservation
+//   (a gap, as the protocol allows, never a sequence seen twice with two ids);
 // - an acknowledgement is applied only after the fsync (`settle` waits on `unsyncedAppends`),
 //   so a row never leaves before the commit that stored it is on the device.
 // The MQTT sink is still woken only after the fsync: the house's subscribers do not deduplicate.
@@ -23,9 +25,11 @@ extension Outbox {
                        report: ((Int64, [EvictedEvent]) -> (id: String, type: String, body: [UInt8]))?,
                        whileSyncing: () -> Void) throws(OutboxError) -> OutboxBatchResult {
         guard !events.isEmpty || !memory.isEmpty else { return OutboxBatchResult(entries: [], evicted: [], report: nil) }
-        let result = try append(events, memory: memory, bounds: bounds, report: report, deferringSync: true)
+        let (result, reserved) = try append(events, memory: memory, bounds: bounds, report: report, deferringSync: true)
+        // A new reservation is on the device before any sequence of it is sent (1 press in 1,024).
+        var rc = reserved ? flushWriteAheadLog() : 0
         whileSyncing()
-        let rc = flushWriteAheadLog()
+        if rc == 0 { rc = flushWriteAheadLog() }
         locked {
             unsyncedAppends -= 1
             pthread_cond_broadcast(syncedCondition)
@@ -35,6 +39,43 @@ extension Outbox {
                 + "(\(String(cString: strerror(rc)))); it is delivered but may not survive a power cut. Check the storage device (dmesg).")
         }
         return result
+    }
+
+    /// Sequences up to `sequence` may now be sent before their fsync: unless the durable
+    /// reservation covers them, it moves `sequenceReserve` ahead, tagged with this boot, in the
+    /// append's transaction (inside it). Returns whether it moved.
+    func reserveSequences(through sequence: Int64) throws(OutboxError) -> Bool {
+        let row = try queryInts(Self.reservationQuery) ?? []
+        if row.count == 2, let through = row[0], through >= sequence, row[1] == Self.bootTag { return false }
+        try run("INSERT INTO meta (key, value) VALUES ('reserved_sequence', ?), ('reserved_boot', ?) "
+                + "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                [.int(sequence + Self.sequenceReserve), .int(Self.bootTag)])
+        return true
+    }
+
+    static let reservationQuery = "SELECT value, (SELECT value FROM meta WHERE key = 'reserved_boot') FROM meta WHERE key = 'reserved_sequence'"
+
+    static let sequenceReserve: Int64 = 1024
+
+    /// This boot, as a meta value (FNV-1a of /proc's boot id).
+    static let bootTag: Int64 = {
+        var h: UInt64 = 0xcbf29ce484222325
+        for b in Clocks.bootID.utf8 { h = (h ^ UInt64(b)) &* 0x100000001b3 }
+        return Int64(bitPattern: h >> 1)
+    }()
+
+    /// At open: after an unclean reboot (a power cut) sequences up to the reservation may have
+    /// been sent and lost with their rows, so the next one comes after it. A crash of the process
+    /// alone (same boot) lost no row: nothing to skip. A clean close drops the reservation.
+    func skipSequencesSentAhead() throws(OutboxError) {
+        guard let row = try queryInts(Self.reservationQuery), row.count == 2, let through = row[0], row[1] != Self.bootTag else { return }
+        try exec("BEGIN IMMEDIATE; UPDATE meta SET value = MAX(value, \(through)) WHERE key = 'last_sequence'; "
+                 + "DELETE FROM meta WHERE key IN ('reserved_sequence', 'reserved_boot'); COMMIT;")
+    }
+
+    /// At a clean close every append's fsync has returned: nothing was sent ahead of one.
+    func dropSequenceReservation() {
+        try? exec("DELETE FROM meta WHERE key IN ('reserved_sequence', 'reserved_boot')")
     }
 
     /// fdatasync of the WAL through a descriptor of our own (any descriptor of the file flushes

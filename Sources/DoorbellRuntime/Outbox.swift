@@ -172,6 +172,7 @@ public final class Outbox: @unchecked Sendable {
             try exec("PRAGMA journal_mode=WAL")
             try exec("PRAGMA synchronous=FULL")
             try migrate()
+            try skipSequencesSentAhead()
             shrinkPages()
             try restrict(to: sinks)
             try recount()
@@ -192,6 +193,7 @@ public final class Outbox: @unchecked Sendable {
 
     public func close() {
         locked {
+            if db != nil, unsyncedAppends == 0 { dropSequenceReservation() }
             for (_, s) in statements { sqlite3_finalize(s) }
             statements = [:]
             if let db { sqlite3_close(db) }
