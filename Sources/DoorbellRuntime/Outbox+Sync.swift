@@ -26,10 +26,16 @@ extension Outbox {
                        whileSyncing: () -> Void) throws(OutboxError) -> OutboxBatchResult {
         guard !events.isEmpty || !memory.isEmpty else { return OutboxBatchResult(entries: [], evicted: [], report: nil) }
         let (result, reserved) = try append(events, memory: memory, bounds: bounds, report: report, deferringSync: true)
-        // A new reservation is on the device before any sequence of it is sent (1 press in 1,024).
-        var rc = reserved ? flushWriteAheadLog() : 0
-        whileSyncing()
-        if rc == 0 { rc = flushWriteAheadLog() }
+        // A new reservation is on the device before any sequence of it is sent (1 press in
+        // 1,024: that press waits for its fsync as before, and is then stored).
+        let rc: Int32
+        if reserved {
+            rc = flushWriteAheadLog()
+            if rc == 0 { whileSyncing() }
+        } else {
+            whileSyncing()
+            rc = flushWriteAheadLog()
+        }
         locked {
             unsyncedAppends -= 1
             pthread_cond_broadcast(syncedCondition)
