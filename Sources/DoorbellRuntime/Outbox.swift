@@ -136,8 +136,8 @@ public final class Outbox: @unchecked Sendable {
     /// acknowledgement waits for them on `syncedCondition`, under `mutex`.
     var unsyncedAppends = 0
     let syncedCondition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
-    /// Flushes the write-ahead log (a descriptor of it) to the device; the real `fdatasync` except in tests that must
-    /// hold an fsync open to look at what happens meanwhile. Returns 0 or an errno.
+    /// Flushes the write-ahead log (a descriptor of it) to the device: the real `fdatasync`, except
+    /// in tests that hold an fsync open to look at what happens meanwhile. Returns 0 or an errno.
     let flushLog: @Sendable (Int32) -> Int32
     /// The WAL file's inode whose directory entry was synced (see `flushWriteAheadLog`).
     var syncedLogInode: ino_t = 0
