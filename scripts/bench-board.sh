@@ -92,12 +92,11 @@ load = lambda r: "%.1f → %.1f" % tuple(r["host_load"])
 table = f"""<!-- board-bench:start -->
 ## On the board: arm64 in the emulated aarch64 guest beside x86_64 (`scripts/bench-board.sh`, {day}, host {machine})
 Both columns measured the same way by `scripts/field-rig/bench_board_guest.sh` inside a field-rig
-guest under qemu TCG, both guests at once: **arm64** = {arm["deb"]} on the Debian 13 `virt` board (Cortex-A72, 2 vCPU;
-{value(arm, "guest")[1]}); **x86_64** = {pc["deb"]} on the Debian 12 PC guest (1 vCPU;
-{value(pc, "guest")[1]}). Both built by Debian's Swift 6.2.3 from the same commit. Host load
-average (1 min) at boot → end: arm64 {load(arm)}, x86_64 {load(pc)}; the receiver accepted
-{arm["accepted"]} and {pc["accepted"]} requests. Memory figures are the target's own (page size
-4 KiB on both). **Times under emulation mean nothing absolutely**: the ratio column says how much more
+guest under qemu TCG, both guests at once: **arm64** = {arm["deb"]} on the Debian 13 `virt` board
+(Cortex-A72; {value(arm, "guest")[1]}); **x86_64** = {pc["deb"]} on the Debian 12 PC guest
+({value(pc, "guest")[1]}). Host load average (1 min) at boot → end: arm64 {load(arm)}, x86_64
+{load(pc)}; the rig's receiver accepted {arm["accepted"]} and {pc["accepted"]} requests. Memory
+figures are the target's own. **Times under emulation mean nothing absolutely**: the ratio column says how much more
 the board needs (memory arm64/x86_64; time x86_64 rate/arm64 rate, or arm64 CPU/x86_64 CPU), and
 for times it mixes TCG's cost of emulating each instruction set with the code's own.
 
