@@ -70,9 +70,9 @@ if [ "$reuse" != 1 ]; then
 fi
 
 machine="$(uname -m), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
-python3 - "$work/results.jsonl" docs/benchmarks.md "$machine" "$(date -u +%Y-%m-%d)" "$backlog" "$(printf '%s\n' "${sizes[@]}")" <<'PY'
-import json, re, sys
-results, doc, machine, day, backlog, sizes = sys.argv[1:7]
+python3 - "$work/results.jsonl" "$work/section.md" "$machine" "$(date -u +%Y-%m-%d)" "$backlog" "$(printf '%s\n' "${sizes[@]}")" <<'PY'
+import json, sys
+results, table_out, machine, day, backlog, sizes = sys.argv[1:7]
 by = {r["platform"]: r for r in map(json.loads, open(results))}
 arm, pc = by["arm64-trixie"], by["amd64-bookworm"]
 value = lambda r, k: next((row for row in r["rows"] if row[0] == k), None)
@@ -110,12 +110,8 @@ Stripped binaries in the packages (`make deb ARCH=… DIST=…`):
 |---|---|---|---|---|
 {sizes}
 <!-- board-bench:end -->"""
-text = open(doc).read()
-if "<!-- board-bench:start -->" in text:
-    text = re.sub(r"<!-- board-bench:start -->.*?<!-- board-bench:end -->", lambda m: table, text, flags=re.S)
-else:
-    text = text.rstrip("\n") + "\n\n" + table + "\n"
-open(doc, "w").write(text)
+open(table_out, "w").write(table)
 print(table)
 PY
+python3 scripts/doc-section.py docs/benchmarks.md board-bench "$(cat "$work/section.md")"
 echo "bench-board: written to docs/benchmarks.md" >&2

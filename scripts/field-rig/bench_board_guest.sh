@@ -99,6 +99,6 @@ for _ in $(seq 1 "$runs"); do
 done
 s=$(cut -d' ' -f1 "$w/runs" | med) rss=$(cut -d' ' -f2 "$w/runs" | med) c=$(cut -d' ' -f3 "$w/runs" | med)
 row replay_adverts_per_s "$(awk -v n="$adverts" -v s="$s" 'BEGIN {printf "%.0f", n / s}')" adverts/s "doorbell-agent replay of a $adverts-advert capture (doorbell-bench ble-capture), median of $runs ($(wc -l < "$w/replay.jsonl") events)"
-row replay_cpu_s "$c" s "same runs, user + system CPU, median"
+row replay_cpu_s "$(awk -v c="$c" 'BEGIN {printf "%.2f", c}')" s "same runs, user + system CPU, median"
 row replay_peak_rss "$(mib "$rss")" MiB "same runs, VmHWM read every 20 ms until exit (measure-run.py; the guest has no resource module for wait4), median"
 row guest "$(uname -m) $(. /etc/os-release && echo "$VERSION_CODENAME"), kernel $(uname -r), $(nproc) vCPU, $(($(getconf PAGESIZE) / 1024)) KiB pages" "" "load average in the guest at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
