@@ -52,8 +52,11 @@ test-field: deps
 	RIG_BOARD=all scripts/field-rig/run.sh
 
 # Figures (speed, footprint, storage wear) with their methods, into docs/benchmarks.md.
+# BENCH_BOARD=1 adds the board's (scripts/bench-board.sh: the arm64 package's footprint and replay
+# in the field rig's emulated aarch64 board beside the amd64 one in its PC guest; root, ≈ 1 h).
 bench: deps
 	scripts/bench.sh
+	if [ "$(BENCH_BOARD)" = 1 ]; then scripts/bench-board.sh; fi
 
 # Every parser under libFuzzer + ASan, FUZZ_SECONDS each (default 60).
 fuzz: deps

@@ -18,24 +18,9 @@ long=$work/replay-$((adverts * 10)).btsnoop
 [ -s "$capture" ] || "$bench" ble-capture "$adverts" "$capture"
 [ -s "$long" ] || "$bench" ble-capture "$((adverts * 10))" "$long"
 
-# One run of a command, stdout to a file: wall seconds, peak RSS (wait4's ru_maxrss, KiB), exit
-# status, CPU seconds (user + system: what the load of the shared machine disturbs least).
-measure() { # out command...
-  python3 - "$@" <<'PY'
-import os, sys, time
-out, argv = sys.argv[1], sys.argv[2:]
-t0 = time.perf_counter()
-pid = os.fork()
-if pid == 0:
-    fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    os.dup2(fd, 1)
-    err = os.open(out + ".err", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    os.dup2(err, 2)
-    os.execv(argv[0], argv)
-_, status, usage = os.wait4(pid, 0)
-print(time.perf_counter() - t0, usage.ru_maxrss, os.waitstatus_to_exitcode(status), usage.ru_utime + usage.ru_stime)
-PY
-}
+# One run of a command, stdout to a file: wall seconds, peak RSS (KiB), exit status, CPU seconds
+# (scripts/measure-run.py; the board's figures, scripts/bench-board.sh, use it in the guests too).
+measure() { python3 scripts/measure-run.py "$@"; }
 median() { sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 
 agent_s=() peer_s=() agent_rss=() peer_rss=() agent_cpu=() peer_cpu=()

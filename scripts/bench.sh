@@ -293,14 +293,5 @@ $(for r in "${rows[@]}"; do IFS='|' read -r a b c d <<<"$r"; echo "| $a | $b | $
 <!-- agent-bench:end -->"
 doc=docs/benchmarks.md
 [ -f "$doc" ] || printf '# Benchmarks\n\nMeasured figures; never timed tests.\n\n' > "$doc"
-python3 - "$doc" "$table" <<'PY'
-import re, sys
-path, table = sys.argv[1], sys.argv[2]
-text = open(path).read()
-if "<!-- agent-bench:start -->" in text:
-    text = re.sub(r"<!-- agent-bench:start -->.*?<!-- agent-bench:end -->", lambda m: table, text, flags=re.S)
-else:
-    text = text.rstrip("\n") + "\n\n" + table + "\n"
-open(path, "w").write(text)
-PY
+python3 scripts/doc-section.py "$doc" agent-bench "$table"
 echo "bench: written to $doc"
