@@ -8,6 +8,7 @@
 #include <string.h>
 
 #define EDGE_BUFFER 64
+#define KERNEL_EDGE_BUFFER 1024 /* the kernel's cap: 16 × GPIO_V2_LINES_MAX */
 
 static void copy_text(char *buf, size_t cap, const char *text) {
     if (cap == 0) return;
@@ -142,6 +143,10 @@ static doorbell_gpio_line *take(const char *path, unsigned offset, int output, c
     }
     if (gpiod_line_config_add_line_settings(config, &offset, 1, settings) != 0) { e = errno; goto out; }
     gpiod_request_config_set_consumer(rconfig, consumer);
+    // The kernel queues 16 edges per line unless asked for more, and drops the newest when full:
+    // a stall of a few ms (a busy or emulated CPU; a receiver chattering at kHz) lost edges of
+    // a press on the arm64 trixie board. v2 lets a request ask for up to 1024 (v1 cannot).
+    if (!output) gpiod_request_config_set_event_buffer_size(rconfig, KERNEL_EDGE_BUFFER);
     request = gpiod_chip_request_lines(chip, rconfig, config);
     if (!request) { e = errno; goto out; }
     if (!(handle = malloc(sizeof *handle))) { gpiod_line_request_release(request); goto out; }

@@ -18,11 +18,36 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 WORK = os.environ.get("RIG_WORK", os.path.join(REPO, ".work", "field-rig"))
 HOST_ARCH = subprocess.run(["dpkg", "--print-architecture"], check=True, stdout=subprocess.PIPE, text=True).stdout.strip()
-# The guest every scenario boots unless it names another: RIG_ARCH (amd64|arm64, default the
-# host's) and RIG_DIST (bookworm|trixie), as build-rootfs.sh takes them. run.sh runs the same
-# scenarios on the Debian 12 PC and on the emulated arm64 Debian 13 board this way.
+
+
+def host_guest(host_arch):
+    """The one place that picks the guest for a host (issue #25 item 5; run.sh asks here through
+    `rig.py host-guest`): Debian 12 of the host's own architecture, so an arm64 host (a Pi) boots
+    an arm64 board, under KVM when it can, instead of emulating a PC."""
+    if host_arch not in ("amd64", "arm64"):
+        raise ValueError(f"the rig boots amd64 and arm64 guests; this host is {host_arch}")
+    return host_arch, "bookworm"
+
+
+# The guest every scenario boots unless it names another: RIG_ARCH (amd64|arm64) and RIG_DIST
+# (bookworm|trixie), as build-rootfs.sh takes them, by default host_guest's. run.sh runs the
+# same scenarios on the host's own guest and on the emulated arm64 Debian 13 board this way.
 GUEST_ARCH = os.environ.get("RIG_ARCH") or HOST_ARCH
 GUEST_DIST = os.environ.get("RIG_DIST") or "bookworm"
+
+
+def qemu_machine(arch, host_arch, kvm):
+    """qemu for a guest: its own architecture's emulator; KVM only for an arm64 guest on an arm64
+    host whose /dev/kvm works (a Pi running make test), so the amd64 rig keeps the TCG timing it
+    was tuned on. Returns (argv prefix, console tty)."""
+    if arch == "amd64":
+        return ["qemu-system-x86_64", "-accel", "tcg", "-smp", "1"], "ttyS0"
+    if arch != "arm64":
+        raise ValueError(f"no qemu machine for a {arch} guest (amd64 or arm64)")
+    if host_arch == "arm64" and kvm:
+        return ["qemu-system-aarch64", "-M", "virt", "-accel", "kvm", "-cpu", "host", "-smp", "2"], "ttyAMA0"
+    # Under TCG a Cortex-A72 (a Pi 4's core); thread=multi lets a second vCPU use the second host core.
+    return ["qemu-system-aarch64", "-M", "virt", "-cpu", "cortex-a72", "-accel", "tcg,thread=multi", "-smp", "2"], "ttyAMA0"
 
 
 def log(*a):
@@ -49,6 +74,19 @@ def rootfs_dir(ntp="timesyncd", arch=None, dist=None):
                          env=dict(os.environ, RIG_NTP=ntp, RIG_ARCH=arch or GUEST_ARCH, RIG_DIST=dist or GUEST_DIST)).stdout
     return out.strip().splitlines()[-1]
 
+
+def qemu_command(arch, host_arch, kvm, base, disk, share, console_log, memory_mb=1024):
+    """The command line that boots a guest of `arch` on a `host_arch` host: Debian's kernel and
+    initrd from the root file system's cache directory `base`, its disk, the 9p share."""
+    machine, tty = qemu_machine(arch, host_arch, kvm)
+    return machine + [
+        "-m", str(memory_mb), "-no-reboot", "-display", "none", "-monitor", "none", "-nodefaults",
+        "-kernel", os.path.join(base, "vmlinuz"), "-initrd", os.path.join(base, "initrd.img"),
+        "-append", f"root=/dev/vda rw console={tty} panic=-1 systemd.show_status=0 net.ifnames=0",
+        "-drive", f"file={disk},if=none,id=d0,format=qcow2,cache=writeback", "-device", "virtio-blk-pci,drive=d0",
+        "-fsdev", f"local,id=rig,path={share},security_model=none", "-device", "virtio-9p-pci,fsdev=rig,mount_tag=rig",
+        "-netdev", "user,id=n0,ipv6=off", "-device", "virtio-net-pci,netdev=n0",
+        "-serial", f"file:{console_log}"]
 
 class Guest:
     """One VM with its own copy-on-write disk over the cached base image."""
@@ -96,14 +134,8 @@ class Guest:
         if os.path.exists(ready):
             os.remove(ready)
         self.boots += 1
-        cmd = self.machine() + [
-               "-m", str(self.memory_mb), "-no-reboot", "-display", "none", "-monitor", "none", "-nodefaults",
-               "-kernel", os.path.join(self.base, "vmlinuz"), "-initrd", os.path.join(self.base, "initrd.img"),
-               "-append", f"root=/dev/vda rw console={self.console_tty()} panic=-1 systemd.show_status=0 net.ifnames=0",
-               "-drive", f"file={self.disk},if=none,id=d0,format=qcow2,cache=writeback", "-device", "virtio-blk-pci,drive=d0",
-               "-fsdev", f"local,id=rig,path={self.share},security_model=none", "-device", "virtio-9p-pci,fsdev=rig,mount_tag=rig",
-               "-netdev", "user,id=n0,ipv6=off", "-device", "virtio-net-pci,netdev=n0",
-               "-serial", f"file:{os.path.join(self.dir, f'console-{self.boots}.log')}"]
+        cmd = qemu_command(self.arch, HOST_ARCH, kvm_usable(), self.base, self.disk, self.share,
+                           os.path.join(self.dir, f"console-{self.boots}.log"), self.memory_mb)
         if self.serial_tcp_port:
             # ttyS1: an H4 UART whose other end is a Bumble controller on the host.
             cmd += ["-chardev", f"socket,id=bt,host=127.0.0.1,port={self.serial_tcp_port},reconnect=1", "-serial", "chardev:bt"]
@@ -129,24 +161,11 @@ class Guest:
         log(self.name, f"up in {time.monotonic() - start:.0f} s, boot_id {self.boot_id}")
         return self.boot_id
 
-    def machine(self):
-        """qemu for this guest: its own architecture's emulator; KVM only for an arm64 guest on an
-        arm64 host (a Pi running make test), so the amd64 rig keeps the TCG timing it was tuned on."""
-        if self.arch == "amd64":
-            return ["qemu-system-x86_64", "-accel", "tcg", "-smp", "1"]
-        if HOST_ARCH == "arm64" and kvm_usable():
-            return ["qemu-system-aarch64", "-M", "virt", "-accel", "kvm", "-cpu", "host", "-smp", "2"]
-        # Under TCG a Cortex-A72 (a Pi 4's core); thread=multi lets a second vCPU use the second host core.
-        return ["qemu-system-aarch64", "-M", "virt", "-cpu", "cortex-a72", "-accel", "tcg,thread=multi", "-smp", "2"]
-
     def slowness(self):
         """How much longer the guest's own waits should be: an arm64 guest under TCG runs its
         tools (btmgmt, python3) about three times slower than the PC guest (hci0 took over 90 s to
         come up there, 2026-11-27)."""
         return 3 if self.arch == "arm64" and not (HOST_ARCH == "arm64" and kvm_usable()) else 1
-
-    def console_tty(self):
-        return "ttyS0" if self.arch == "amd64" else "ttyAMA0"
 
     def run(self, script, timeout=120, check=True):
         """Runs a bash script as root in the guest; returns (rc, output)."""
@@ -381,3 +400,27 @@ ca_file = "/etc/doorbell-agent/rig-ca.pem"
 hmac_secret_file = "/etc/doorbell-agent/gateway.whsec"
 retry_initial_ms = 500
 '''
+
+
+def main(argv):
+    """`rig.py host-guest [HOST_ARCH]`: "ARCH DIST" of the guest for this (or that) host, for run.sh.
+    `rig.py dry-run HOST_ARCH KVM(0|1) ARCH BASE`: the qemu command line a host of HOST_ARCH
+    would boot that guest with (nothing is built or booted; BASE is a root file system's cache
+    directory), one argument a line, so the selection can be checked as such a host runs it."""
+    if argv[:1] == ["host-guest"]:
+        print(*host_guest(argv[1] if len(argv) > 1 else HOST_ARCH))
+    elif argv[:1] == ["dry-run"] and len(argv) == 5:
+        host, kvm, arch, base = argv[1:]
+        print("\n".join(qemu_command(arch, host, kvm == "1", base, "disk.qcow2", "share", "console.log")))
+    else:
+        print(main.__doc__, file=sys.stderr)
+        return 64
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except ValueError as e:
+        print(f"rig: {e}", file=sys.stderr)
+        sys.exit(1)
