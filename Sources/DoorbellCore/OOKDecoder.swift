@@ -78,19 +78,41 @@ public struct OOKDecoder: Sendable {
         public var protocols: [Int] = [1, 2, 3, 4, 5, 6]
         /// Bits per word (EV1527 and PT2262: 24).
         public var bits: Int = 24
-        /// A low at least this long ends a word (a sync gap or silence). The longest bit low
-        /// (3T at T = 530 µs) stays below it, the shortest sync (6T at 380 µs) above.
-        public var separatorMicros: Int = 2_000
-        /// Plausible T; outside it a "word" is noise.
-        public var minTimeUnitMicros: Int = 50
-        public var maxTimeUnitMicros: Int = 1_500
+        /// The slowest time unit T the decoder must take (`[radio.ook] max_time_unit_us`). Bells
+        /// use 190–530 µs; a slow remote or a line that stretches levels (gpio-sim under
+        /// emulation) needs more. Every duration that tells a bit from a gap grows with it, never
+        /// below the values tuned for bells (those are what the default gives).
+        public var maxTimeUnitMicros: Int = Settings.defaultMaxTimeUnitMicros
         /// How far a high may be off its nominal length, in T (rc-switch allows 60 %).
         public var toleranceT: Double = 0.6
-        public init(protocols: [Int] = [1, 2, 3, 4, 5, 6], bits: Int = 24, separatorMicros: Int = 2_000) {
+        /// Plausible T; below it a "word" is noise.
+        public var minTimeUnitMicros: Int = 50
+        public init(protocols: [Int] = [1, 2, 3, 4, 5, 6], bits: Int = 24, maxTimeUnitMicros: Int = Settings.defaultMaxTimeUnitMicros) {
             self.protocols = protocols
             self.bits = bits
-            self.separatorMicros = separatorMicros
+            self.maxTimeUnitMicros = maxTimeUnitMicros
         }
+
+        public static let defaultMaxTimeUnitMicros = 600
+        public static let maxTimeUnitRange = defaultMaxTimeUnitMicros...10_000
+
+        /// A low at least this long ends a word (a sync gap or silence): 3⅓ T, between the
+        /// longest bit low (3T) and the shortest sync low (6T, protocol 4). At the default it is
+        /// 2 ms: a 3T low at T = 600 µs stays below, a 6T sync at 380 µs above.
+        public var separatorMicros: Int { max(2_000, maxTimeUnitMicros * 10 / 3) }
+        /// The largest T a word may measure: 1.5 ms for the rc-switch table at the default (the
+        /// separator keeps protocol 1 under ~600 µs there), then a quarter above the setting so a
+        /// stretched word still counts.
+        public var timeUnitLimitMicros: Int { max(1_500, maxTimeUnitMicros * 5 / 4) }
+        /// A low this long ends a burst: longer than any sync low (31T for protocol 1, 71T for 3).
+        public var burstSilenceMicros: Int { max(100_000, maxTimeUnitMicros * 80) }
+        /// How long a receiver line must stay low before the burst's last pulse is complete
+        /// (longer than a sync low, so a slow sync is not cut short).
+        public var lineIdleMicros: Int64 { Int64(max(50_000, maxTimeUnitMicros * 40)) }
+        /// Frames of one press come a word apart (128T for protocol 1), or three when a word in
+        /// between was damaged: the tracker's repeat gap is at least 3.5 words, so the repeats of
+        /// a slow press stay one press. At the default (269 ms) the tracker's 300 ms stands.
+        public var minRepeatGapMicros: Int64 { Int64(maxTimeUnitMicros) * 448 }
         public static let bitRange = 8...32
     }
 
@@ -113,8 +135,6 @@ public struct OOKDecoder: Sendable {
     /// of that burst are the same signal read the other way, never a second code.
     private var plainWordThisBurst = false
     private var pendingLowWasSilence = false
-    /// A low this long ends a burst (longer than any sync: 31T at the largest T is 46 ms).
-    static let burstSilenceMicros = 100_000
 
     public init(settings: Settings = Settings()) {
         self.settings = settings
@@ -144,7 +164,7 @@ public struct OOKDecoder: Sendable {
             }
             pendingLow = pulse.lowMicros
         }
-        pendingLowWasSilence = pulse.lowMicros >= Self.burstSilenceMicros
+        pendingLowWasSilence = pulse.lowMicros >= settings.burstSilenceMicros
         if found != nil { counters.codes += 1 }
         return found
     }
@@ -247,7 +267,7 @@ public struct OOKDecoder: Sendable {
             for b in run { periods.append(b.highMicros + b.lowMicros) }
             periods.sort()
             let tBits = Double(periods[periods.count / 2]) / p.bitPeriod
-            guard tBits >= Double(settings.minTimeUnitMicros), tBits <= Double(settings.maxTimeUnitMicros) else { return nil }
+            guard tBits >= Double(settings.minTimeUnitMicros), tBits <= Double(settings.timeUnitLimitMicros) else { return nil }
 
             func syncT(_ s: Pulse) -> Double? {
                 let t = Double(s.highMicros + s.lowMicros) / p.syncPeriod

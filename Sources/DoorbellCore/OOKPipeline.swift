@@ -12,9 +12,12 @@ public struct OOKPipeline: Sendable {
     private var lastMonoMicros: Int64 = .min
 
     public init(radio: String = "ook", directory: DeviceDirectory?, button: ButtonTracker.Settings,
-                decoder: OOKDecoder.Settings = OOKDecoder.Settings(), glitchMicros: Int64 = 80, idleMicros: Int64 = 50_000) {
-        edges = EdgePulseAssembler(glitchMicros: glitchMicros, idleMicros: idleMicros)
+                decoder: OOKDecoder.Settings = OOKDecoder.Settings(), glitchMicros: Int64 = 80) {
+        edges = EdgePulseAssembler(glitchMicros: glitchMicros, idleMicros: decoder.lineIdleMicros)
         self.decoder = OOKDecoder(settings: decoder)
+        // A slow time unit spaces the frames of one press further apart than bells do.
+        var button = button
+        button.repeatGapMicros = max(button.repeatGapMicros, decoder.minRepeatGapMicros)
         rf = RFPipeline(radio: radio, directory: directory, settings: button)
     }
 

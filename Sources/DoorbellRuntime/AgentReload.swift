@@ -35,8 +35,7 @@ extension Agent {
 
     static func makeOOKPipeline(_ config: AgentConfig) -> OOKPipeline {
         OOKPipeline(directory: DeviceDirectory(devices: config.devices), button: config.button,
-                    decoder: config.ook?.decoder ?? OOKDecoder.Settings(), glitchMicros: Int64(config.ook?.glitchMicros ?? 80),
-                    idleMicros: OOKRadio.idleMicros)
+                    decoder: config.ook?.decoder ?? OOKDecoder.Settings(), glitchMicros: Int64(config.ook?.glitchMicros ?? 80))
     }
 
     func makeOOKRadio(_ config: AgentConfig) -> OOKRadio? {

@@ -26,8 +26,9 @@ public final class OOKRadio: @unchecked Sendable {
     private var sdr: RTL433Radio?
     private let textReader = Locked(OOKPulseTextReader())
 
-    /// How long the line must be quiet before the last pulse of a burst is complete.
-    static let idleMicros: Int64 = 50_000
+    /// How long the line must be quiet before the last pulse of a burst is complete (the
+    /// pipeline's assembler waits as long: both come from the decoder's time unit).
+    var idleMicros: Int64 { settings.decoder.lineIdleMicros }
 
     public let heartbeat: Heartbeat
 
@@ -105,13 +106,13 @@ public final class OOKRadio: @unchecked Sendable {
                 var fds = [pollfd(fd: reader.fd, events: Int16(POLLIN), revents: 0),
                            pollfd(fd: stopSignal.fd, events: Int16(POLLIN), revents: 0)]
                 // While nothing is pending an idle radio wakes only to beat.
-                let timeout: Int32 = quietPending ? Int32(Self.idleMicros / 1000) + 1 : Int32(heartbeat.periodMicros / 1000)
+                let timeout: Int32 = quietPending ? Int32(idleMicros / 1000) + 1 : Int32(heartbeat.periodMicros / 1000)
                 let n = poll(&fds, 2, timeout)
                 if n < 0 && errno == EINTR { continue }
                 if isStopping { break }
                 if n == 0 && !quietPending { continue }
                 if n == 0 {
-                    sink(.idle(micros: max(Clocks.monotonicMicros(), lastEdge + Self.idleMicros)))
+                    sink(.idle(micros: max(Clocks.monotonicMicros(), lastEdge + idleMicros)))
                     quietPending = false
                     continue
                 }

@@ -108,6 +108,8 @@ import Testing
              expected: "radio.ook.line: is required: the line offset of the receiver's data pin"),
         Case(name: "gpio without chip", toml: "gateway_id = \"gw\"\n[radio.ook]\nsource = \"gpio\"\nline = 27\n",
              expected: "radio.ook.chip: is required: the GPIO chip's label"),
+        Case(name: "time unit in milliseconds", toml: "gateway_id = \"gw\"\n[radio.ook]\nsource = \"gpio\"\nchip = \"c\"\nline = 1\nmax_time_unit_us = 3\n",
+             expected: "radio.ook.max_time_unit_us: 3 is out of range; use a value from 600 to 10000"),
         Case(name: "unknown rc-switch protocol", toml: "gateway_id = \"gw\"\n[radio.ook]\nsource = \"gpio\"\nchip = \"c\"\nline = 1\nprotocols = [1, 9]\n",
              expected: "radio.ook.protocols: unknown protocol 9"),
         Case(name: "replay of a cu8 as timeline", toml: "gateway_id = \"gw\"\n[radio.ook]\nsource = \"replay\"\nreplay = [\"a.cu8\"]\n",
@@ -178,6 +180,7 @@ import Testing
         line = 27
         glitch_us = 100
         protocols = [1, 2]
+        max_time_unit_us = 2500
         [[device]]
         id = "front-door"
         match = { code = "0x91568F" }
@@ -190,6 +193,8 @@ import Testing
         #expect(c.ook?.gpio == GPIOLineRef(chip: "pinctrl-rp1", line: 27))
         #expect(c.ook?.glitchMicros == 100)
         #expect(c.ook?.decoder.protocols == [1, 2])
+        #expect(c.ook?.decoder.maxTimeUnitMicros == 2_500)
+        #expect(c.ook?.decoder.separatorMicros == 8_333, "the word gap grows with the time unit")
         #expect(c.devices.first?.radio == "ook", "the one radio configured is the default")
         #expect(c.actions.first?.gpioPulse == GPIOPulseSettings(line: GPIOLineRef(chip: "pinctrl-rp1", line: 17, activeLow: true), durationMs: 250))
         #expect(c.actions.first?.exec == [])

@@ -50,7 +50,7 @@ struct OOKDecoderTests {
         var run = Run()
         func time(_ t: Int64) -> ReceiveTime { ReceiveTime(monoMicros: t, wallMicros: 1_800_000_000_000_000 + t, clockSynced: true) }
         var decoder = OOKDecoder(settings: settings)
-        var assembler = EdgePulseAssembler()
+        var assembler = EdgePulseAssembler(idleMicros: settings.lineIdleMicros)
         for e in edges {
             run.presses += pipeline.edge(high: e.high, atMicros: e.micros, time: time(e.micros)).filter { $0.type == .doorbellPressed }
             if let p = assembler.edge(high: e.high, atMicros: e.micros), let c = decoder.feed(p) { run.codes.append(c) }

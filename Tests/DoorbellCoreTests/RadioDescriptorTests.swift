@@ -120,6 +120,7 @@ import Testing
         "ook.glitch_us": { $0.ook.map { "\($0.glitchMicros)" } },
         "ook.protocols": { $0.ook.map { $0.decoder.protocols.map(String.init).joined(separator: ",") } },
         "ook.bits": { $0.ook.map { "\($0.decoder.bits)" } },
+        "ook.max_time_unit_us": { $0.ook.map { "\($0.decoder.maxTimeUnitMicros)" } },
         "ook.rtl433_binary": { $0.ook?.rtl433.binary },
         "ook.rtl433_args": { $0.ook.map { $0.rtl433.args.joined(separator: ",") } },
         "ble.enabled": { $0.ble == nil ? "false" : "true" },

@@ -31,6 +31,18 @@ SLOW_UNIT = 600
 SWEEP_UNITS = (500, 350)
 PRESSES_PER_UNIT = 2
 CONFIGFS = "/sys/kernel/config/gpio-sim/rig"
+# A whole press decoded from the line (test_5): TCG stretches each driven level by 0.3–3 ms, so
+# the press is played at time units of milliseconds, with [radio.ook] max_time_unit_us raised
+# above the slowest (its word gap, 3⅓ T = 20 ms, stays above a 3T low stretched by 3 ms at 5 ms).
+# DECODE_UNIT is the one whose presses must all decode (measured 2026-11-27 in two runs: 6 of 6 at
+# 4 ms, 3 of 3 at 5 ms, 1 of 6 at 2 and at 3 ms, 0 of 3 at 1 ms); the others are measured and logged.
+DECODE_MAX_UNIT = 6000
+DECODE_UNIT = 4000
+DECODE_SWEEP = (2000, 3000, 4000, 5000)
+DECODE_PRESSES = 3
+# Four words: two confirm the code, two more repeat it, all within hold_after_ms (1.5 s) of the
+# first code even at 4 ms, so the only event of a press is its doorbell.pressed.
+DECODE_WORDS = 4
 
 
 def code_for(unit, i):
@@ -97,7 +109,7 @@ ls -l /dev/$(cat {CONFIGFS}/bank0/chip_name)
         """The chip goes away under the agent (a driver unbound, an overlay removed)."""
         self.g.sh(f"echo 0 > {CONFIGFS}/live")
 
-    def configure(self, devices, receiver_line=RECEIVER_LINE):
+    def configure(self, devices, receiver_line=RECEIVER_LINE, ook_options=""):
         conf = f'''# The GPIO rig's board config (written by scripts/field-rig/test_gpio.py).
 gateway_id = "gw-gpio-rig"
 
@@ -108,7 +120,7 @@ require_sync = false
 source = "gpio"
 chip = "{CHIP}"
 line = {receiver_line}
-''' + "".join(f'\n[[device]]\nid = "{d}"\nmatch = {{ code = "0x{c:06X}" }}\n' for d, c in devices) + f'''
+{ook_options}''' + "".join(f'\n[[device]]\nid = "{d}"\nmatch = {{ code = "0x{c:06X}" }}\n' for d, c in devices) + f'''
 [[action]]
 name = "chime"
 gpio_pulse = {{ chip = "{CHIP}", line = {RELAY_LINE}, duration_ms = {CHIME_MS} }}
@@ -137,6 +149,11 @@ gpio_pulse = {{ chip = "{CHIP}", line = {RELAY_LINE}, duration_ms = {CHIME_MS} }
         out = self.g.sh(f"python3 /rig/bin/gpio_sim.py press {self.sysfs}/sim_gpio{RECEIVER_LINE}/pull --code {code:06x} "
                         f"--unit {unit} --protocol {protocol} --repeats {repeats}", 60)
         return json.loads(out.strip().splitlines()[-1])
+
+    def install_udev_rule(self):
+        """The package's rule, as the board READMEs install it: /dev/gpiochipN to group gpio."""
+        self.g.sh("install -m 0644 /usr/share/doorbell-agent/board/common/99-doorbell-agent.rules /etc/udev/rules.d/\n"
+                  "udevadm control --reload && udevadm trigger -s gpio && udevadm settle -t 30")
 
     def main_pid(self):
         return int(self.g.sh("systemctl show -p MainPID --value doorbell-agent").strip())
@@ -270,6 +287,49 @@ gpio_pulse = {{ chip = "{CHIP}", line = {RELAY_LINE}, duration_ms = {CHIME_MS} }
         self.assertEqual(s["actions"][0]["failures"], failures + 1, s["actions"])
         self.assertEqual(s["health"], "ok", s["problems"])
         self.assertEqual(self.main_pid(), pid, "the agent restarted")
+
+    def test_5_a_press_decoded_from_the_line_is_one_event(self):
+        """A whole EV1527 press (sync, 24 bits, DECODE_WORDS words, as the decoder expects it)
+        played on the receiver line at time units of milliseconds, with max_time_unit_us raised:
+        the agent decodes it from the kernel's edges, and it arrives at the HTTPS receiver as
+        exactly one event, HMAC-verified, with the code sent, and rings the chime once — the
+        repeats of one press are one press. Every press at DECODE_UNIT decodes; the sweep's other
+        units are measured and logged (README: GPIO on a real kernel). Runs on its own too (it
+        installs the udev rule and its config itself)."""
+        self.install_udev_rule()
+        devices = [(f"slow{u}-{i}", code_for(u, i)) for u in DECODE_SWEEP for i in range(DECODE_PRESSES)]
+        self.configure(devices, ook_options=f"max_time_unit_us = {DECODE_MAX_UNIT}\n")
+        self.wait_status("the receiver line taken", lambda s: self.ook(s)["state"] == "running")
+        # Waiting this long after a press's event shows that no second one follows: past the
+        # repeat gap (448 T at the setting, 2.7 s) and the chime's run.
+        settle = 448 * DECODE_MAX_UNIT / 1e6 + 1.5
+        results = {}
+        for unit in DECODE_SWEEP:
+            decoded = 0
+            for i in range(DECODE_PRESSES):
+                device, code = f"slow{unit}-{i}", code_for(unit, i)
+                before, runs = len(self.bodies(device)), self.status()["actions"][0]["runs"]
+                timing = self.press(code, unit, repeats=DECODE_WORDS)
+                try:
+                    arrived = rig.wait_for("the press delivered", 15, lambda: len(self.bodies(device)) > before, 0.5)
+                except TimeoutError:
+                    arrived = False  # not decoded: counted, and asserted for DECODE_UNIT below
+                time.sleep(settle)
+                got = self.bodies(device)[before:]
+                rings = self.status()["actions"][0]["runs"] - runs
+                rig.log(f"slow press at T={unit} µs: {timing}; {len(got)} event(s), {rings} ring(s)"
+                        + (f", T heard {got[0]['data'].get('time_unit_us')} µs" if got else ""))
+                # Never ring twice: whatever the line did, one press is at most one event.
+                self.assertLessEqual(len(got), 1, f"one press became {len(got)} events: {got}")
+                self.assertEqual(rings, len(got), "one ring per delivered press, none for a press not decoded")
+                if arrived:
+                    decoded += 1
+                    self.assertEqual(got[0]["type"], "doorbell.pressed")
+                    self.assertEqual(got[0]["data"]["code"], f"{code:06x}")
+            results[unit] = decoded
+            rig.log(f"slow press T={unit} µs: {decoded}/{DECODE_PRESSES} decoded, each one event")
+        self.assertEqual(results[DECODE_UNIT], DECODE_PRESSES, f"presses decoded per time unit (µs): {results}")
+        self.assertEqual(self.status()["health"], "ok", self.status()["problems"])
 
 
 if __name__ == "__main__":

@@ -19,6 +19,8 @@ extension OOKRadioSettings: Radio {
             RadioOption("protocols", .ints(default: OOKDecoder.Settings().protocols),
                         help: "rc-switch protocols to try (1 = EV1527/PT2262: sync 1T+31T, bits 1T:3T)"),
             RadioOption("bits", .int(OOKDecoder.Settings.bitRange, default: OOKDecoder.Settings().bits), help: "bits per word"),
+            RadioOption("max_time_unit_us", .int(OOKDecoder.Settings.maxTimeUnitRange, default: OOKDecoder.Settings.defaultMaxTimeUnitMicros),
+                        help: "the slowest time unit T to decode (rtl_433's `short` pulse, EV1527's 1T; `time_unit_us` in the events). Bells use 190–530 µs; raise it for a slower remote or a line that stretches levels. The word gap (3⅓ T, at least 2 ms), the burst silence (80 T, at least 100 ms), the line's idle (40 T, at least 50 ms) and the repeat gap of one press (448 T, at least `[tracker.button] repeat_gap_ms`) grow with it"),
             RadioOption("replay", .paths(default: nil), for: ["replay", "rtl433"],
                         help: "`replay`: `.ook`/`.vcd` files, placed a minute apart on the tracker's clock; `rtl433`: `.cu8` recordings for rtl_433 to read instead of the SDR"),
             RadioOption("rtl433_binary", .string(default: "rtl_433"), for: ["rtl433"],
@@ -52,6 +54,7 @@ extension OOKRadioSettings: Radio {
         }
         if let v = s.int("glitch_us") { o.glitchMicros = v }
         if let v = s.int("bits") { o.decoder.bits = v }
+        if let v = s.int("max_time_unit_us") { o.decoder.maxTimeUnitMicros = v }
         if let list = s.ints("protocols") {
             let known = OOKProtocol.table.map(\.number)
             if list.isEmpty { s.report("protocols", "needs at least one rc-switch protocol number (1-6)") }
