@@ -170,8 +170,7 @@ gpio_pulse = {{ chip = "{CHIP}", line = {RELAY_LINE}, duration_ms = {CHIME_MS} }
         s = self.wait_status("the chip's permissions reported", lambda s: self.ook(s)["state"] == "missing")
         self.assertIn("permission denied opening /dev/gpiochip", self.ook(s)["last_error"])
         self.assertIn("99-doorbell-agent.rules", self.ook(s)["last_error"])
-        self.g.sh("install -m 0644 /usr/share/doorbell-agent/board/common/99-doorbell-agent.rules /etc/udev/rules.d/\n"
-                  "udevadm control --reload && udevadm trigger -s gpio && udevadm settle -t 30")
+        self.install_udev_rule()
         self.configure([("front-door", code_for(SLOW_UNIT, 0))], receiver_line=LINES + 10)
         s = self.wait_status("the missing line reported", lambda s: self.ook(s)["state"] == "missing")
         self.assertIn(f"{CHIP} has lines 0-{LINES - 1}; line {LINES + 10} does not exist", self.ook(s)["last_error"])
@@ -209,6 +208,13 @@ gpio_pulse = {{ chip = "{CHIP}", line = {RELAY_LINE}, duration_ms = {CHIME_MS} }
         stamps (its pulse count rises by exactly the pulses driven, none folded as glitches), at
         each T of the sweep. Whether a press decodes depends on how well the guest keeps time under
         TCG (figures logged, see the README); a decoded press arrives once at the HTTPS receiver."""
+        if self.g.slowness() > 1:
+            # Measured on the emulated arm64 board (2026-11-27): gpio-sim itself folds edges
+            # driven under a millisecond apart (a bare libgpiod 2 reader got 94 of 100 back to
+            # back, 200 of 200 at 20 ms), so an exact count at T = 600 µs is not the agent's to
+            # keep there. The board reads every edge in test_1b (52, 10 ms apart) and decodes whole presses at
+            # millisecond time units in test_5; the PC guest runs this sweep.
+            self.skipTest("aarch64 under TCG: gpio-sim folds sub-millisecond edges; test_5 decodes presses here")
         def ook():
             return self.ook(self.status())
         for unit in (SLOW_UNIT,) + SWEEP_UNITS:
