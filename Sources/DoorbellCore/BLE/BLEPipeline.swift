@@ -353,17 +353,34 @@ public struct BLEPipeline: Sendable {
         }
     }
 
+    /// The `k`-th smallest (from 0) of `values`, which it reorders (Hoare's selection, middle
+    /// pivot; bounded: the range shrinks by at least one every pass).
+    static func select(_ k: Int, in values: inout [Int64]) -> Int64 {
+        var lo = 0, hi = values.count - 1
+        while lo < hi {
+            let pivot = values[lo + (hi - lo) / 2]
+            var i = lo, j = hi
+            while i <= j {
+                while values[i] < pivot { i += 1 }
+                while values[j] > pivot { j -= 1 }
+                if i <= j { values.swapAt(i, j); i += 1; j -= 1 }
+            }
+            if k <= j { hi = j } else if k >= i { lo = i } else { break }
+        }
+        return values[k]
+    }
+
     /// The least recently heard quarter goes at once: one sort per maxHeard/4 new advertisers
     /// instead of a scan for each. Equal times go in slot order (the dictionary before had no
     /// defined order either).
     private mutating func forgetLeastRecentlyHeard() {
         heardAges.removeAll(keepingCapacity: true)
         for i in heardKeys.indices where heardKeys[i] != Self.noAddress { heardAges.append(heardSeen[i]) }
-        heardAges.sort()
-        // The quarter's newest time: everything older goes, then that time's first ones in slot order.
+        // The quarter's newest time (selected, not sorted): everything older goes, then that
+        // time's first ones in slot order.
         let count = Self.maxHeard / 4
-        let threshold = heardAges[count - 1]
-        var atThreshold = count - heardAges.prefix(count).lazy.filter { $0 < threshold }.count
+        let threshold = Self.select(count - 1, in: &heardAges)
+        var atThreshold = count - heardAges.lazy.filter { $0 < threshold }.count
         for slot in heardKeys.indices {
             let key = heardKeys[slot], at = heardSeen[slot]
             guard key != Self.noAddress, at <= threshold else { continue }
