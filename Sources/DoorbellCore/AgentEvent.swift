@@ -97,31 +97,31 @@ public struct AgentEvent: Sendable, Equatable {
     /// ids can write them in place.
     public func write(into out: inout [UInt8], gatewayID: String, agentVersion: String, sequence: Int64,
                       writeID: (inout [UInt8]) -> Void) {
-        out.append(contentsOf: #"{"id":"#.utf8)
+        JSONWriter.appendLiteral(#"{"id":"#, to: &out)
         writeID(&out)
-        out.append(contentsOf: #","sequence":"#.utf8)
+        JSONWriter.appendLiteral(#","sequence":"#, to: &out)
         JSONWriter.appendNumber(Double(sequence), to: &out) // as .number(Double(sequence)) encodes
-        out.append(contentsOf: #","type":"#.utf8)
+        JSONWriter.appendLiteral(#","type":"#, to: &out)
         JSONWriter.appendString(type.rawValue, to: &out)
-        out.append(contentsOf: #","gateway_id":"#.utf8)
+        JSONWriter.appendLiteral(#","gateway_id":"#, to: &out)
         JSONWriter.appendString(gatewayID, to: &out)
-        out.append(contentsOf: #","occurred_at":""#.utf8)
+        JSONWriter.appendLiteral(#","occurred_at":""#, to: &out)
         RFC3339.append(micros: occurredAtMicros, to: &out)
-        out.append(contentsOf: (clockSynced ? #"","clock_synced":true,"monotonic_us":"# : #"","clock_synced":false,"monotonic_us":"#).utf8)
-        if let monotonicMicros { JSONWriter.appendNumber(Double(monotonicMicros), to: &out) } else { out.append(contentsOf: "null".utf8) }
-        out.append(contentsOf: #","boot_id":"#.utf8)
-        if let bootID { JSONWriter.appendString(bootID, to: &out) } else { out.append(contentsOf: "null".utf8) }
-        out.append(contentsOf: (test ? #","test":true,"device":{"id":"# : #","test":false,"device":{"id":"#).utf8)
+        JSONWriter.appendLiteral(clockSynced ? #"","clock_synced":true,"monotonic_us":"# : #"","clock_synced":false,"monotonic_us":"#, to: &out)
+        if let monotonicMicros { JSONWriter.appendNumber(Double(monotonicMicros), to: &out) } else { JSONWriter.appendLiteral("null", to: &out) }
+        JSONWriter.appendLiteral(#","boot_id":"#, to: &out)
+        if let bootID { JSONWriter.appendString(bootID, to: &out) } else { JSONWriter.appendLiteral("null", to: &out) }
+        JSONWriter.appendLiteral(test ? #","test":true,"device":{"id":"# : #","test":false,"device":{"id":"#, to: &out)
         JSONWriter.appendString(device.id, to: &out)
-        out.append(contentsOf: #","name":"#.utf8)
+        JSONWriter.appendLiteral(#","name":"#, to: &out)
         JSONWriter.appendString(device.name, to: &out)
-        out.append(contentsOf: #","radio":"#.utf8)
+        JSONWriter.appendLiteral(#","radio":"#, to: &out)
         JSONWriter.appendString(device.radio, to: &out)
-        out.append(contentsOf: #"},"data":"#.utf8)
+        JSONWriter.appendLiteral(#"},"data":"#, to: &out)
         JSONWriter.append(data, to: &out)
-        out.append(contentsOf: #","agent":{"version":"#.utf8)
+        JSONWriter.appendLiteral(#","agent":{"version":"#, to: &out)
         JSONWriter.appendString(agentVersion, to: &out)
-        out.append(contentsOf: "}}".utf8)
+        JSONWriter.appendLiteral("}}", to: &out)
     }
 }
 

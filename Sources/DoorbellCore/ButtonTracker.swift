@@ -62,7 +62,11 @@ public struct ButtonTracker: Sendable {
     public private(set) var counters = Counters()
     /// Why the last frame forwarded no press; nil when it forwarded one (or started a hold).
     public private(set) var lastSwallowed: Swallowed?
-    private var devices: [String: DeviceState] = [:]
+    /// The tracked devices: states in a flat array (the eviction scan reads times, no keys),
+    /// found by name through `slots`.
+    private var keys: [String] = []
+    private var states: [DeviceState] = []
+    private var slots: [String: Int] = [:]
 
     /// Unknown codes create state too (noise, neighbours' remotes); past this many we forget the
     /// idle ones so memory stays bounded.
@@ -70,14 +74,15 @@ public struct ButtonTracker: Sendable {
 
     public init(settings: Settings = Settings()) { self.settings = settings }
 
-    public var trackedDevices: Int { devices.count }
+    public var trackedDevices: Int { states.count }
 
     public mutating func observe(device: String, at rawTime: Int64) -> Output? {
         counters.frames += 1
-        guard var state = devices[device] else { return firstPress(device: device, at: rawTime) }
+        guard let slot = slots[device] else { return firstPress(device: device, at: rawTime) }
+        var state = states[slot]
         // A clock that steps back (replays of several files) must not split or merge presses oddly.
         let at = max(rawTime, state.lastFrameAt)
-        defer { devices[device] = state }
+        defer { states[slot] = state }
 
         if at - state.lastFrameAt <= settings.repeatGapMicros {
             state.lastFrameAt = at
@@ -98,9 +103,10 @@ public struct ButtonTracker: Sendable {
     /// (BTHome hold_press): it follows its press, forwarded as `held` only if that press was.
     public mutating func observeDiscrete(device: String, at rawTime: Int64, continuation: Bool = false) -> Output? {
         counters.frames += 1
-        guard var state = devices[device] else { return firstPress(device: device, at: rawTime) }
+        guard let slot = slots[device] else { return firstPress(device: device, at: rawTime) }
+        var state = states[slot]
         let at = max(rawTime, state.lastFrameAt)
-        defer { devices[device] = state }
+        defer { states[slot] = state }
         state.lastFrameAt = at
         if continuation {
             lastSwallowed = .samePress
@@ -118,8 +124,10 @@ public struct ButtonTracker: Sendable {
         makeRoom(now: at)
         counters.presses += 1
         counters.forwarded += 1
-        devices[device] = DeviceState(pressStartedAt: at, lastFrameAt: at, pressForwarded: true,
-                                      heldEmitted: false, lastForwardedAt: at, suppressedSinceForward: 0)
+        slots[device] = states.count
+        keys.append(device)
+        states.append(DeviceState(pressStartedAt: at, lastFrameAt: at, pressForwarded: true,
+                                  heldEmitted: false, lastForwardedAt: at, suppressedSinceForward: 0))
         return .pressed(device: device, at: at, suppressed: 0)
     }
 
@@ -145,20 +153,46 @@ public struct ButtonTracker: Sendable {
     }
 
     private mutating func makeRoom(now: Int64) {
-        guard devices.count >= Self.maxTrackedDevices else { return }
+        guard states.count >= Self.maxTrackedDevices else { return }
         let horizon = max(settings.cooldownMicros, settings.repeatGapMicros, settings.holdAfterMicros)
         // One look first: on a busy street every tracked device is recent, and rebuilding the
-        // table to drop none cost more than the rest of a press (replay of 4096 buttons).
-        var stale = false
-        var oldest: (key: String, at: Int64)?
-        for (key, state) in devices {
-            if now - state.lastFrameAt > horizon { stale = true; break }
-            if oldest.map({ state.lastFrameAt < $0.at }) ?? true { oldest = (key, state.lastFrameAt) }
+        // table to drop none cost more than the rest of a press (replay of 4096 buttons). The
+        // look reads the flat array of states: no key is copied or hashed.
+        if let oldest = oldestSlot(now: now, horizon: horizon) { remove(slot: oldest); return }
+        var kept = 0
+        for i in states.indices where now - states[i].lastFrameAt <= horizon {
+            keys.swapAt(kept, i)
+            states.swapAt(kept, i)
+            kept += 1
         }
-        if stale {
-            devices = devices.filter { now - $0.value.lastFrameAt <= horizon }
-            oldest = devices.count >= Self.maxTrackedDevices ? devices.min(by: { $0.value.lastFrameAt < $1.value.lastFrameAt }).map { ($0.key, $0.value.lastFrameAt) } : nil
+        keys.removeLast(keys.count - kept)
+        states.removeLast(states.count - kept)
+        slots.removeAll(keepingCapacity: true)
+        for (i, key) in keys.enumerated() { slots[key] = i }
+        if states.count >= Self.maxTrackedDevices, let oldest = oldestSlot(now: now, horizon: nil) { remove(slot: oldest) }
+    }
+
+    /// The least recently heard device; nil when it is older than `horizon` (then every stale
+    /// one goes). Equal times: the first in the array (the dictionary before had no defined order
+    /// either). One pass over the times, no branch but the minimum's.
+    private func oldestSlot(now: Int64, horizon: Int64?) -> Int? {
+        guard !states.isEmpty else { return nil }
+        var oldest = 0, oldestAt = states[0].lastFrameAt
+        for i in states.indices where states[i].lastFrameAt < oldestAt { (oldest, oldestAt) = (i, states[i].lastFrameAt) }
+        if let horizon, now - oldestAt > horizon { return nil }
+        return oldest
+    }
+
+    /// Swap-remove: the last device takes the slot.
+    private mutating func remove(slot: Int) {
+        slots[keys[slot]] = nil
+        let last = states.count - 1
+        if slot != last {
+            keys.swapAt(slot, last)
+            states.swapAt(slot, last)
+            slots[keys[slot]] = slot
         }
-        if let oldest { devices.removeValue(forKey: oldest.key) }
+        keys.removeLast()
+        states.removeLast()
     }
 }

@@ -20,6 +20,20 @@ public enum Hex {
         }
     }
 
+    /// A 48-bit address as printed, "C0:11:22:33:44:02" (most significant byte in the high bits).
+    public static func address(_ key: UInt64) -> String {
+        let digits: StaticString = "0123456789ABCDEF"
+        return String(unsafeUninitializedCapacity: 17) { out in
+            for i in 0..<6 {
+                let b = Int(truncatingIfNeeded: key >> (8 * (5 - i))) & 0xFF
+                if i > 0 { out[3 * i - 1] = UInt8(ascii: ":") }
+                out[3 * i] = digits.utf8Start[b >> 4]
+                out[3 * i + 1] = digits.utf8Start[b & 0x0F]
+            }
+            return 17
+        }
+    }
+
     /// The value of one hex digit, any case; nil for anything else (no sign, no space).
     public static func digit(_ c: UInt8) -> UInt8? {
         switch c {

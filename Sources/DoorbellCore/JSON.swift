@@ -281,6 +281,12 @@ public struct JSONWriter {
         swap(&w.bytes, &out)
     }
 
+    /// Fixed text (the encoder's keys and punctuation) copied from the binary: a String's UTF-8
+    /// view took the generic per-byte path, 14 times per event.
+    public static func appendLiteral(_ text: StaticString, to out: inout [UInt8]) {
+        out.append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+    }
+
     /// Integers that fit a Double exactly are written without a fraction, others as Swift prints them.
     public static func appendNumber(_ n: Double, to out: inout [UInt8]) {
         guard n.isFinite else { out.append(contentsOf: "null".utf8); return }

@@ -32,7 +32,7 @@ struct EddystoneDecoderTests {
         case let .observation(.eddystone(.eid(id, tx))): "eid \(hexString(id)) tx=\(tx)"
         case let .observation(.eddystone(frame)): "url \(frame.urlText ?? "?")"
         case let .observation(.iBeacon(b)): "ibeacon \(b.uuidString)/\(b.major)/\(b.minor)"
-        case let .observation(.bthome(sd)): "bthome service data \(hexString(sd))"
+        case let .observation(.bthome(sd)): "bthome service data \(hexString(Array(sd)))"
         }
     }
 

@@ -30,9 +30,14 @@ public enum ADWalker {
 
     /// The service data for a 16-bit UUID (little-endian on the air), without the UUID.
     public static func serviceData(_ structures: [ADStructure], uuid16: UInt16) -> [UInt8]? {
+        serviceDataView(structures, uuid16: uuid16).map { Array($0) }
+    }
+
+    /// The same as a view into the report's bytes (no copy).
+    public static func serviceDataView(_ structures: [ADStructure], uuid16: UInt16) -> ArraySlice<UInt8>? {
         for s in structures where s.type == ADStructure.serviceData16 && s.data.count >= 2 {
             let b = s.data.startIndex
-            if UInt16(s.data[b]) | UInt16(s.data[b + 1]) << 8 == uuid16 { return Array(s.data.dropFirst(2)) }
+            if UInt16(s.data[b]) | UInt16(s.data[b + 1]) << 8 == uuid16 { return s.data.dropFirst(2) }
         }
         return nil
     }

@@ -27,8 +27,9 @@ public struct BLEDecoderDescriptor: Sendable {
 /// What a decoder makes of an advert that is its own.
 public enum BLEObservation: Sendable, Equatable {
     case iBeacon(IBeacon)
-    /// BTHome service data without the UUID: decoded later, with the configured device's bindkey.
-    case bthome(serviceData: [UInt8])
+    /// BTHome service data without the UUID, a view into the report's bytes: decoded later, with
+    /// the configured device's bindkey.
+    case bthome(serviceData: ArraySlice<UInt8>)
     case eddystone(EddystoneFrame)
 
     public var kind: BLEObservationKind {

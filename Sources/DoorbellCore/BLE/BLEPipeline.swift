@@ -8,7 +8,10 @@
 /// What `agentctl scan` lists. Raw bytes are kept and the text is made when asked: with
 /// rotating random addresses, a busy street is a new advertiser every few reports.
 public struct HeardAdvertiser: Sendable, Equatable {
-    public var addressBytes: [UInt8]
+    /// The 48-bit address, most significant byte first in the high bits.
+    public var addressKey: UInt64
+    public var addressBytes: [UInt8] { (0..<6).map { UInt8(truncatingIfNeeded: addressKey >> (8 * (5 - $0))) } }
+    public var address: String { Hex.address(addressKey) }
     /// "ibeacon", "bthome" or "eddystone".
     public var kind: String
     /// The iBeacon it announces (kind "ibeacon").
@@ -20,9 +23,12 @@ public struct HeardAdvertiser: Sendable, Equatable {
     public var adverts = 0
     public var rssi: Int8?
     public var lastSeenWallMicros: Int64
-    public var deviceID: String?
+    /// A configured device or region, or nil.
+    var configuredID: String?
+    /// A BTHome advertiser learned by replay without a config: its id is its address, made when asked.
+    var learned = false
+    public var deviceID: String? { learned ? address : configuredID }
 
-    public var address: String { Hex.encode(addressBytes, uppercase: true, separator: UInt8(ascii: ":")) }
     /// "uuid/major/minor" for an iBeacon, "namespace/instance" for an Eddystone-UID, the address otherwise.
     public var identity: String {
         if let b = beacon { return "\(b.uuidString)/\(b.major)/\(b.minor)" }
@@ -83,7 +89,22 @@ public struct BLEPipeline: Sendable {
     public private(set) var tracker: ButtonTracker
     public private(set) var counters = Counters()
     /// Keyed by the 48-bit address: a report costs no string until something new is heard.
-    public private(set) var heard: [UInt64: HeardAdvertiser] = [:]
+    public var heard: [UInt64: HeardAdvertiser] {
+        Dictionary(uniqueKeysWithValues: heardSlot.map { ($0.key, heardList[$0.value]) })
+    }
+    /// `heard` as a flat array found through `heardSlot`: the eviction reads times from the
+    /// array without copying the advertisers (which the sort of a dictionary's pairs did); a
+    /// forgotten advertiser leaves a hole that the next new one fills, nothing moves.
+    private var heardList: [HeardAdvertiser] = []
+    private var heardSlot: [UInt64: Int] = [:]
+    private var heardFree: [Int] = []
+    /// Per slot, beside `heardList`: the address (`noAddress` for a hole) and the last-seen time,
+    /// all the eviction reads (plain integers: nothing retained or copied).
+    private var heardKeys: [UInt64] = []
+    private var heardSeen: [Int64] = []
+    private static let noAddress = UInt64.max
+    /// Reused by the eviction: last-seen times.
+    private var heardAges: [Int64] = []
     private var deviceByAddress: [UInt64: DeviceConfig] = [:]
     public private(set) var lastProblem: String?
     /// The last advert a decoder refused, "decoder: reason (address)": what to look at when the
@@ -114,14 +135,14 @@ public struct BLEPipeline: Sendable {
     /// Replay without a config: every BTHome advertiser counts as a button of its own.
     public var learnAll = false
 
-    static func key(_ address: [UInt8]) -> UInt64 { address.reduce(0) { $0 << 8 | UInt64($1) } }
+    static func key(_ address: [UInt8]) -> UInt64 { BLEAdvertisingReport.key(address) }
 
 
     public mutating func handle(report: BLEAdvertisingReport, at time: ReceiveTime, radioHealthy: Bool = true) -> [AgentEvent] {
         counters.reports += 1
         let (structures, truncated) = ADWalker.walk(report.data)
         if truncated { counters.truncatedAD += 1 }
-        let key = Self.key(report.address)
+        let key = report.addressKey
         let rssi = report.rssi ?? -127
         var events: [AgentEvent] = []
 
@@ -152,27 +173,25 @@ public struct BLEPipeline: Sendable {
         case let .eddystone(.uid(uid))?:
             let region = presence.regions.first { $0.matches(.eddystone(uid)) }?.id
             note(key, report: report, kind: "eddystone", eddystone: uid, time: time, deviceID: region)
-            if let t = heard[key]?.telemetry { remember(t, of: uid) } // telemetry heard before the first UID
+            if let i = heardSlot[key], let t = heardList[i].telemetry { remember(t, of: uid) } // telemetry heard before the first UID
             for o in presence.observe(.eddystone(uid), rssi: rssi, at: time.monoMicros) { events.append(presenceEvent(o, time: time)) }
         case let .eddystone(frame)?:
             presence.heardSomething(at: time.monoMicros)
             var telemetry: EddystoneTelemetry?
             if case let .telemetry(t) = frame { telemetry = t }
             note(key, report: report, kind: "eddystone", telemetry: telemetry, time: time, deviceID: nil)
-            if let telemetry, let uid = heard[key]?.eddystone { remember(telemetry, of: uid) }
+            if let telemetry, let i = heardSlot[key], let uid = heardList[i].eddystone { remember(telemetry, of: uid) }
         case let .bthome(serviceData)?:
             presence.heardSomething(at: time.monoMicros)
             if let config = deviceByAddress[key] {
                 note(key, report: report, kind: "bthome", time: time, deviceID: config.id)
                 // The configured address text is the tracker's key (and the outbox's button_memory row).
                 let address = config.match.fields.lazy.compactMap { f -> String? in if case let .text(t) = f.1, f.0 == "address" { return t }; return nil }.first
-                    ?? report.addressString
                 events += button(serviceData, report: report, device: config, trackerAddress: address, time: time)
             } else if learnAll {
                 // Replay without a config: the advertiser is a button of its own, named when it presses.
-                let address = report.addressString
-                note(key, report: report, kind: "bthome", time: time, deviceID: address)
-                events += button(serviceData, report: report, device: nil, trackerAddress: address, time: time)
+                note(key, report: report, kind: "bthome", time: time, deviceID: nil, learned: true)
+                events += button(serviceData, report: report, device: nil, trackerAddress: nil, time: time)
             } else {
                 note(key, report: report, kind: "bthome", time: time, deviceID: nil)
             }
@@ -205,12 +224,13 @@ public struct BLEPipeline: Sendable {
     static func trackerKey(_ deviceID: String, button index: Int) -> String { index == 0 ? deviceID : "\(deviceID)#\(index)" }
 
     /// `device` nil: a learned advertiser (replay without a config), id `trackerAddress`.
-    mutating func button(_ serviceData: [UInt8], report: BLEAdvertisingReport, device config: DeviceConfig?, trackerAddress address: String,
+    /// `trackerAddress` nil: the report's address, as printed (made only when needed).
+    mutating func button(_ serviceData: ArraySlice<UInt8>, report: BLEAdvertisingReport, device config: DeviceConfig?, trackerAddress: String?,
                          time: ReceiveTime) -> [AgentEvent] {
-        let id = config?.id ?? address
+        var address: String { trackerAddress ?? report.addressString }
         let packet: BTHomePacket
         do {
-            packet = try BTHomeDecoder.decode(serviceData, address: report.address, bindkey: config?.bindkey)
+            packet = try BTHomeDecoder.decode(view: serviceData, address: report.address, bindkey: config?.bindkey)
         } catch {
             switch error {
             case .decryptionFailed: counters.decryptFailures += 1
@@ -218,12 +238,13 @@ public struct BLEPipeline: Sendable {
             case .encryptedWithoutKey: counters.encryptedWithoutKey += 1
             default: break
             }
-            lastProblem = "\(id): \(error.description)"
+            lastProblem = "\(id(config, address)): \(error.description)"
             return []
         }
-        switch buttons.observe(device: address, packet: packet) {
+        switch buttons.observe(address: report.addressKey, name: address, packet: packet) {
         case let .press(list):
-            let ref = DeviceRef(id: id, name: config?.name ?? "BTHome " + address, radio: "ble")
+            let trackerName = address, id = self.id(config, trackerName)
+            let ref = DeviceRef(id: id, name: config?.name ?? "BTHome " + trackerName, radio: "ble")
             return list.compactMap { b in
                 guard let eventType = b.event.eventType else { return nil }
                 let key = Self.trackerKey(id, button: b.index)
@@ -247,12 +268,15 @@ public struct BLEPipeline: Sendable {
             }
         case let .replay(last):
             counters.replaysRefused += 1
-            lastProblem = "\(id): replayed BTHome packet refused (counter \(packet.counter ?? 0) ≤ \(last))"
+            lastProblem = "\(id(config, address)): replayed BTHome packet refused (counter \(packet.counter ?? 0) ≤ \(last))"
             return []
         case .repeated, .noEvent:
             return []
         }
     }
+
+    /// A button's device id: the configured one, else (learned) its address.
+    func id(_ config: DeviceConfig?, _ address: String) -> String { config?.id ?? address }
 
     /// A decoder recognised the advert and refused it: counted by the caller; a configured device's
     /// refusal is also its last problem.
@@ -301,24 +325,73 @@ public struct BLEPipeline: Sendable {
 
     /// Counts an advert; no text is made here (see HeardAdvertiser).
     mutating func note(_ key: UInt64, report: BLEAdvertisingReport, kind: String, beacon: IBeacon? = nil, eddystone: EddystoneUID? = nil,
-                       telemetry: EddystoneTelemetry? = nil, time: ReceiveTime, deviceID: String?) {
-        if let i = heard.index(forKey: key) {
+                       telemetry: EddystoneTelemetry? = nil, time: ReceiveTime, deviceID: String?, learned: Bool = false) {
+        if let i = heardSlot[key] {
             // One lookup, updated in place.
-            heard.values[i].adverts += 1
-            if let rssi = report.rssi { heard.values[i].rssi = rssi }
-            heard.values[i].lastSeenWallMicros = time.wallMicros
+            heardList[i].adverts += 1
+            if let rssi = report.rssi { heardList[i].rssi = rssi }
+            heardList[i].lastSeenWallMicros = time.wallMicros
+            heardSeen[i] = time.wallMicros
             // Eddystone interleaves UID and TLM frames from one address: keep both.
-            if let eddystone { heard.values[i].eddystone = eddystone; heard.values[i].deviceID = deviceID }
-            if let telemetry { heard.values[i].telemetry = telemetry }
+            if let eddystone { heardList[i].eddystone = eddystone; heardList[i].configuredID = deviceID }
+            if let telemetry { heardList[i].telemetry = telemetry }
             return
         }
-        if heard.count >= Self.maxHeard {
-            // The least recently heard quarter goes at once: one sort per maxHeard/4 new
-            // advertisers instead of a scan for each.
-            let stale = heard.map { ($0.key, $0.value.lastSeenWallMicros) }.sorted { $0.1 < $1.1 }.prefix(Self.maxHeard / 4)
-            for (k, _) in stale { heard[k] = nil }
+        if heardSlot.count >= Self.maxHeard { forgetLeastRecentlyHeard() }
+        let h = HeardAdvertiser(addressKey: key, kind: kind, beacon: beacon, eddystone: eddystone, telemetry: telemetry,
+                                adverts: 1, rssi: report.rssi, lastSeenWallMicros: time.wallMicros, configuredID: deviceID, learned: learned)
+        if let slot = heardFree.popLast() {
+            heardSlot[key] = slot
+            heardList[slot] = h
+            heardKeys[slot] = key
+            heardSeen[slot] = time.wallMicros
+        } else {
+            heardSlot[key] = heardList.count
+            heardList.append(h)
+            heardKeys.append(key)
+            heardSeen.append(time.wallMicros)
         }
-        heard[key] = HeardAdvertiser(addressBytes: report.address, kind: kind, beacon: beacon, eddystone: eddystone, telemetry: telemetry,
-                                     adverts: 1, rssi: report.rssi, lastSeenWallMicros: time.wallMicros, deviceID: deviceID)
+    }
+
+    /// The `k`-th smallest (from 0) of `values`, which it reorders (Hoare's selection, middle
+    /// pivot; bounded: the range shrinks by at least one every pass).
+    static func select(_ k: Int, in values: inout [Int64]) -> Int64 {
+        var lo = 0, hi = values.count - 1
+        while lo < hi {
+            let pivot = values[lo + (hi - lo) / 2]
+            var i = lo, j = hi
+            while i <= j {
+                while values[i] < pivot { i += 1 }
+                while values[j] > pivot { j -= 1 }
+                if i <= j { values.swapAt(i, j); i += 1; j -= 1 }
+            }
+            if k <= j { hi = j } else if k >= i { lo = i } else { break }
+        }
+        return values[k]
+    }
+
+    /// The least recently heard quarter goes at once: one sort per maxHeard/4 new advertisers
+    /// instead of a scan for each. Equal times go in slot order (the dictionary before had no
+    /// defined order either).
+    private mutating func forgetLeastRecentlyHeard() {
+        heardAges.removeAll(keepingCapacity: true)
+        for i in heardKeys.indices where heardKeys[i] != Self.noAddress { heardAges.append(heardSeen[i]) }
+        // The quarter's newest time (selected, not sorted): everything older goes, then that
+        // time's first ones in slot order.
+        let count = Self.maxHeard / 4
+        let threshold = Self.select(count - 1, in: &heardAges)
+        var atThreshold = count - heardAges.lazy.filter { $0 < threshold }.count
+        for slot in heardKeys.indices {
+            let key = heardKeys[slot], at = heardSeen[slot]
+            guard key != Self.noAddress, at <= threshold else { continue }
+            if at == threshold {
+                guard atThreshold > 0 else { continue }
+                atThreshold -= 1
+            }
+            // The advertiser stays in its slot until a new one takes it (its Strings: at most maxHeard/4).
+            heardSlot[key] = nil
+            heardKeys[slot] = Self.noAddress
+            heardFree.append(slot)
+        }
     }
 }

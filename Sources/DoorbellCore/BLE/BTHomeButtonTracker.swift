@@ -29,16 +29,53 @@ public struct BTHomeButtonTracker: Sendable {
         }
     }
 
-    public private(set) var memory: [String: DeviceMemory]
-    /// Addresses whose memory changed since `takeChanges()`: they go into the same outbox
+    /// The last packet per device, by its name (the address text the caller persists it under).
+    public var memory: [String: DeviceMemory] {
+        var out: [String: DeviceMemory] = [:]
+        for e in entries where e.stored { out[e.name] = e.memory }
+        return out
+    }
+    /// `stored`: given to init or written since (a device only looked up has no memory yet).
+    private var entries: [(name: String, memory: DeviceMemory, stored: Bool)] = []
+    private var byName: [String: Int] = [:]
+    /// The hot path's way in: a report's 48-bit address → its entry, so an advert costs no
+    /// address text and no string hashing once its device has been seen.
+    private var byAddress: [UInt64: Int] = [:]
+    /// Entries whose memory changed since `takeChanges()`: they go into the same outbox
     /// transaction as the events they produced.
-    private var dirty: Set<String> = []
+    private var dirty: Set<Int> = []
     public var changed: Bool { !dirty.isEmpty }
 
-    public init(memory: [String: DeviceMemory] = [:]) { self.memory = memory }
+    public init(memory: [String: DeviceMemory] = [:]) {
+        for (name, m) in memory { byName[name] = entries.count; entries.append((name, m, true)) }
+    }
 
     public mutating func observe(device: String, packet: BTHomePacket) -> Verdict {
-        var m = memory[device] ?? DeviceMemory()
+        observe(slot: slot(named: device), packet: packet)
+    }
+
+    /// The same for the device at `address`, named `name` (made only the first time the address
+    /// is seen): one address must always have the same name.
+    public mutating func observe(address: UInt64, name: @autoclosure () -> String, packet: BTHomePacket) -> Verdict {
+        let slot: Int
+        if let s = byAddress[address] {
+            slot = s
+        } else {
+            slot = self.slot(named: name())
+            byAddress[address] = slot
+        }
+        return observe(slot: slot, packet: packet)
+    }
+
+    private mutating func slot(named name: String) -> Int {
+        if let s = byName[name] { return s }
+        byName[name] = entries.count
+        entries.append((name, DeviceMemory(), false))
+        return entries.count - 1
+    }
+
+    private mutating func observe(slot: Int, packet: BTHomePacket) -> Verdict {
+        var m = entries[slot].memory
         if let counter = packet.counter, let last = m.counter, counter <= last {
             // The same packet re-sent carries the same counter: a repeat, not an attack.
             if counter == last && packet.packetID == m.packetID { return .repeated }
@@ -46,7 +83,7 @@ public struct BTHomeButtonTracker: Sendable {
         }
         if let id = packet.packetID, id == m.packetID {
             // The same press re-sent (re-encrypted with a newer counter, or plain).
-            if let c = packet.counter { m.counter = c; memory[device] = m; dirty.insert(device) }
+            if let c = packet.counter { m.counter = c; entries[slot].memory = m; entries[slot].stored = true; dirty.insert(slot) }
             return .repeated
         }
         // Without a packet id, an encrypted counter is the press identity; plain packets without
@@ -54,8 +91,9 @@ public struct BTHomeButtonTracker: Sendable {
         if packet.packetID == nil && packet.counter == nil { return .repeated }
         m.packetID = packet.packetID
         m.counter = packet.counter ?? m.counter
-        memory[device] = m
-        dirty.insert(device)
+        entries[slot].memory = m
+        entries[slot].stored = true
+        dirty.insert(slot)
         let buttons = packet.buttons.enumerated().filter { $0.element != .none }.map { (index: $0.offset, event: $0.element) }
         return buttons.isEmpty ? .noEvent : .press(buttons)
     }
@@ -64,7 +102,7 @@ public struct BTHomeButtonTracker: Sendable {
     public mutating func takeChanges() -> [String: DeviceMemory] {
         defer { dirty.removeAll() }
         var out: [String: DeviceMemory] = [:]
-        for address in dirty { out[address] = memory[address] }
+        for slot in dirty { out[entries[slot].name] = entries[slot].memory }
         return out
     }
 }

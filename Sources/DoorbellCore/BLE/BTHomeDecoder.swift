@@ -101,7 +101,7 @@ public enum BTHomeDecoder: BLEAdvertDecoder {
     /// What can be judged without the device's bindkey; the objects are read by `decode` once
     /// the pipeline knows which configured device sent them.
     public static func verdict(_ structures: [ADStructure]) -> BLEVerdict {
-        guard let serviceData = ADWalker.serviceData(structures, uuid16: uuid16) else { return .notMine }
+        guard let serviceData = ADWalker.serviceDataView(structures, uuid16: uuid16) else { return .notMine }
         guard let info = serviceData.first else { return .corrupt(BTHomeError.empty.description) }
         let version = Int(info >> 5)
         guard version == 2 else { return .implausible(BTHomeError.unsupportedVersion(version).description) }
@@ -109,15 +109,16 @@ public enum BTHomeDecoder: BLEAdvertDecoder {
         return .observation(.bthome(serviceData: serviceData))
     }
 
-    /// Value length of each known object id (0 = variable: the first value byte is the length).
-    static let lengths: [UInt8: Int] = {
-        var t: [UInt8: Int] = [:]
-        for id: UInt8 in [0x00, 0x01, 0x09, 0x0F, 0x10, 0x11, 0x2E, 0x2F, 0x3A, 0x46, 0x57, 0x58, 0x59, 0x60, 0x64, 0x65] { t[id] = 1 }
-        for id: UInt8 in 0x15...0x2D { t[id] = 1 }
+    /// Value length of each known object id (0 = variable: the first value byte is the length;
+    /// -1 unknown), indexed by the id: no hashing per object.
+    static let lengths: [Int8] = {
+        var t = [Int8](repeating: -1, count: 256)
+        for id: UInt8 in [0x00, 0x01, 0x09, 0x0F, 0x10, 0x11, 0x2E, 0x2F, 0x3A, 0x46, 0x57, 0x58, 0x59, 0x60, 0x64, 0x65] { t[Int(id)] = 1 }
+        for id: UInt8 in 0x15...0x2D { t[Int(id)] = 1 }
         for id: UInt8 in [0x02, 0x03, 0x06, 0x07, 0x08, 0x0C, 0x0D, 0x0E, 0x12, 0x13, 0x14, 0x3C, 0x3D, 0x3F, 0x40, 0x41, 0x43, 0x44,
-                          0x45, 0x47, 0x48, 0x49, 0x4A, 0x51, 0x52, 0x56, 0x5A, 0x5D, 0x5E, 0x5F, 0x61, 0xF0] { t[id] = 2 }
-        for id: UInt8 in [0x04, 0x05, 0x0A, 0x0B, 0x42, 0x4B, 0xF2] { t[id] = 3 }
-        for id: UInt8 in [0x3E, 0x4C, 0x4D, 0x4E, 0x4F, 0x50, 0x55, 0x5B, 0x5C, 0x62, 0x63, 0xF1] { t[id] = 4 }
+                          0x45, 0x47, 0x48, 0x49, 0x4A, 0x51, 0x52, 0x56, 0x5A, 0x5D, 0x5E, 0x5F, 0x61, 0xF0] { t[Int(id)] = 2 }
+        for id: UInt8 in [0x04, 0x05, 0x0A, 0x0B, 0x42, 0x4B, 0xF2] { t[Int(id)] = 3 }
+        for id: UInt8 in [0x3E, 0x4C, 0x4D, 0x4E, 0x4F, 0x50, 0x55, 0x5B, 0x5C, 0x62, 0x63, 0xF1] { t[Int(id)] = 4 }
         t[0x53] = 0 // text
         t[0x54] = 0 // raw
         return t
@@ -125,21 +126,28 @@ public enum BTHomeDecoder: BLEAdvertDecoder {
 
     /// `serviceData` without the UUID; `address` most significant byte first (as printed).
     public static func decode(_ serviceData: [UInt8], address: [UInt8], bindkey: [UInt8]?) throws(BTHomeError) -> BTHomePacket {
+        try decode(view: serviceData[...], address: address, bindkey: bindkey)
+    }
+
+    /// The same on a view into the advert's bytes: a plaintext packet is read in place, the
+    /// address made only for an encrypted one's nonce.
+    public static func decode(view serviceData: ArraySlice<UInt8>, address: @autoclosure () -> [UInt8],
+                              bindkey: [UInt8]?) throws(BTHomeError) -> BTHomePacket {
         guard let info = serviceData.first else { throw .empty }
         let version = Int(info >> 5)
         guard version == 2 else { throw .unsupportedVersion(version) }
         let encrypted = info & 0x01 != 0
-        var payload = Array(serviceData.dropFirst())
+        var payload = serviceData.dropFirst()
         var counter: UInt32?
         if encrypted {
             guard let bindkey else { throw .encryptedWithoutKey }
             guard payload.count >= 8 else { throw .tooShortForEncryption }
-            let counterBytes = Array(payload[payload.count - 8..<payload.count - 4])
+            let counterBytes = Array(payload[payload.endIndex - 8..<payload.endIndex - 4])
             let mic = Array(payload.suffix(4))
             let ciphertext = Array(payload.prefix(payload.count - 8))
-            let nonce = address + [0xD2, 0xFC, info] + counterBytes
+            let nonce = address() + [0xD2, 0xFC, info] + counterBytes
             do {
-                payload = try AESCCM.decrypt(ciphertext + mic, key: bindkey, nonce: nonce, tagLength: 4)
+                payload = try AESCCM.decrypt(ciphertext + mic, key: bindkey, nonce: nonce, tagLength: 4)[...]
             } catch {
                 throw .decryptionFailed
             }
@@ -149,17 +157,18 @@ public enum BTHomeDecoder: BLEAdvertDecoder {
         }
         var packet = BTHomePacket(encrypted: encrypted, triggerBased: info & 0x04 != 0, packetID: nil, battery: nil,
                                   buttons: [], counter: counter, objects: 0, truncated: false)
-        var i = 0
-        while i < payload.count {
+        var i = payload.startIndex
+        while i < payload.endIndex {
             let id = payload[i]
-            guard var length = lengths[id] else { packet.truncated = true; break }
+            var length = Int(lengths[Int(id)])
+            guard length >= 0 else { packet.truncated = true; break }
             var valueStart = i + 1
             if length == 0 {
-                guard valueStart < payload.count else { packet.truncated = true; break }
+                guard valueStart < payload.endIndex else { packet.truncated = true; break }
                 length = Int(payload[valueStart])
                 valueStart += 1
             }
-            guard valueStart + length <= payload.count else { packet.truncated = true; break }
+            guard valueStart + length <= payload.endIndex else { packet.truncated = true; break }
             // An empty text or raw object has no value byte (found by the bthome fuzz target).
             if length >= 1 {
                 let value = payload[valueStart]

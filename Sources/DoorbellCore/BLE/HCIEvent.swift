@@ -6,8 +6,14 @@
 // Encryption Change / Key Refresh and LE Long Term Key Request. Total on any bytes.
 
 public struct BLEAdvertisingReport: Sendable, Equatable {
-    /// Most significant byte first, as printed ("C0:11:22:33:44:02"); the air has it reversed.
-    public var address: [UInt8]
+    /// The 48-bit address, most significant byte in the high bits ("C0:11:22:33:44:02" is
+    /// 0xC01122334402): what the pipeline's tables are keyed by, no array per report.
+    public var addressKey: UInt64
+    /// Most significant byte first, as printed; the air has it reversed.
+    public var address: [UInt8] {
+        get { (0..<6).map { UInt8(truncatingIfNeeded: addressKey >> (8 * (5 - $0))) } }
+        set { addressKey = Self.key(newValue) }
+    }
     public var addressType: UInt8
     /// Legacy: 0 ADV_IND … 4 SCAN_RSP; extended: the 16-bit event-type bit field.
     public var eventType: UInt16
@@ -16,7 +22,11 @@ public struct BLEAdvertisingReport: Sendable, Equatable {
     public var extended: Bool
 
     public init(address: [UInt8], addressType: UInt8 = 1, eventType: UInt16 = 3, rssi: Int8?, data: [UInt8], extended: Bool = false) {
-        self.address = address
+        self.init(addressKey: Self.key(address), addressType: addressType, eventType: eventType, rssi: rssi, data: data, extended: extended)
+    }
+
+    public init(addressKey: UInt64, addressType: UInt8, eventType: UInt16, rssi: Int8?, data: [UInt8], extended: Bool) {
+        self.addressKey = addressKey
         self.addressType = addressType
         self.eventType = eventType
         self.rssi = rssi
@@ -24,9 +34,10 @@ public struct BLEAdvertisingReport: Sendable, Equatable {
         self.extended = extended
     }
 
-    public var addressString: String {
-        Hex.encode(address, uppercase: true, separator: UInt8(ascii: ":"))
-    }
+    public var addressString: String { Hex.address(addressKey) }
+
+    /// The last 6 bytes, most significant first (an address has 6).
+    public static func key(_ address: [UInt8]) -> UInt64 { address.suffix(6).reduce(0) { $0 << 8 | UInt64($1) } }
 
     public static func parse(address text: String) -> [UInt8]? {
         let parts = text.split(separator: ":", omittingEmptySubsequences: false)
@@ -149,8 +160,11 @@ public enum HCIEvent: Sendable, Equatable {
         }
     }
 
-    static func address(_ p: ArraySlice<UInt8>, at i: Int) -> [UInt8] {
-        [p[i + 5], p[i + 4], p[i + 3], p[i + 2], p[i + 1], p[i]]
+    /// The air's little-endian address as the 48-bit key (most significant byte high).
+    static func addressKey(_ p: ArraySlice<UInt8>, at i: Int) -> UInt64 {
+        var key: UInt64 = 0
+        for j in (i..<i + 6).reversed() { key = key << 8 | UInt64(p[j]) }
+        return key
     }
 
     /// Num_Reports, then per report: event type, address type, address (6), data length, data, RSSI.
@@ -166,7 +180,7 @@ public enum HCIEvent: Sendable, Equatable {
             let length = Int(p[i + 8])
             guard i + 9 + length + 1 <= p.endIndex, length <= 31 else { return nil }
             let rssi = Int8(bitPattern: p[i + 9 + length])
-            out.append(BLEAdvertisingReport(address: address(p, at: i + 2), addressType: p[i + 1], eventType: UInt16(p[i]),
+            out.append(BLEAdvertisingReport(addressKey: addressKey(p, at: i + 2), addressType: p[i + 1], eventType: UInt16(p[i]),
                                             rssi: rssi == 127 ? nil : rssi, data: Array(p[i + 9..<i + 9 + length]), extended: false))
             i += 10 + length
         }
@@ -185,7 +199,7 @@ public enum HCIEvent: Sendable, Equatable {
             let length = Int(p[i + 23])
             guard i + 24 + length <= p.endIndex else { return nil }
             let rssi = Int8(bitPattern: p[i + 13])
-            out.append(BLEAdvertisingReport(address: address(p, at: i + 3), addressType: p[i + 2], eventType: UInt16(p[i]) | UInt16(p[i + 1]) << 8,
+            out.append(BLEAdvertisingReport(addressKey: addressKey(p, at: i + 3), addressType: p[i + 2], eventType: UInt16(p[i]) | UInt16(p[i + 1]) << 8,
                                             rssi: rssi == 127 ? nil : rssi, data: Array(p[i + 24..<i + 24 + length]), extended: true))
             i += 24 + length
         }
