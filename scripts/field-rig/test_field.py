@@ -489,7 +489,10 @@ systemctl is-enabled doorbell-agent; id doorbell-agent; stat -c '%U %a' /var/lib
             f.write(script)
         self.g.sh("systemd-run --unit rig-burst bash /rig/burst.sh")
         s = self.wait_status("half the burst stored", lambda s: s["outbox"]["last_sequence"] >= seq0 + 5, 60)
-        stored = s["outbox"]["last_sequence"]  # acknowledged to agentctl: committed
+        # Acknowledged to agentctl, so on the device: the burst's injects run one after another,
+        # and the last row may be committed with its fsync still running (a press is sent while
+        # its fsync runs), but the one before was acknowledged before that row existed.
+        stored = s["outbox"]["last_sequence"] - 1
         self.g.kill()
         self.g.boot()
         # A Pi without RTC comes back with its stale clock: held until timesyncd says otherwise.
