@@ -54,7 +54,8 @@ if [ "$RIG_BOARD" != none ]; then
   # the board's kernel: the receiver line, a press decoded from it (test_5), the chime relay, a
   # vanishing chip (347 s with the boot, 2026-11-27). Only with RIG_BOARD_GPIO=1 until it passes
   # every time: in one of two full runs test_3 saw the relay's pulse on the line but the action's
-  # run counter in agentctl status did not move within 60 s (cause not found yet).
+  # run counter in agentctl status did not move within 60 s: systemd's watchdog had restarted the
+  # agent, left stopped too long by test_1b's SIGSTOP under TCG (to bound next).
   if [ "${RIG_BOARD_GPIO:-0}" = 1 ]; then
     RIG_ARCH=arm64 RIG_DIST=trixie RIG_DEB=$RIG_BOARD_DEB timeout 1500 $py -W error::ResourceWarning test_gpio.py
   fi
