@@ -44,6 +44,17 @@ public struct LoopHeartbeats: Sendable, Equatable {
         }
     }
 
+    /// The whole process was frozen for `frozenMicros` up to `now` (WatchdogSchedule saw it wake
+    /// that late): no loop could beat meanwhile, so that time is not silence. A loop that beat
+    /// since it resumed keeps its beat; none is moved past `now`, so a loop stuck before the
+    /// freeze is still found stuck, only later by the freeze's length.
+    public mutating func forgive(frozenMicros: Int64, at now: Int64) {
+        guard frozenMicros > 0 else { return }
+        for i in loops.indices where loops[i].ended == nil {
+            loops[i].lastBeatMicros = min(now, loops[i].lastBeatMicros + frozenMicros)
+        }
+    }
+
     /// Stopped on purpose (agent stopping, a reload replacing it, a replay that finished).
     public mutating func stopped(_ name: String) { loops.removeAll { $0.name == name } }
 

@@ -218,13 +218,15 @@ public final class Agent: @unchecked Sendable {
 
     /// Runs until SIGTERM/SIGINT, keeping systemd informed (READY, STATUS, WATCHDOG, STOPPING).
     public func runUntilStopped(notifier: SystemdNotifier?, configPath: String) {
-        notifier?.notify("READY=1\nSTATUS=\(summary())")
         let watchdog = SystemdNotifier.watchdogMicros()
-        // Ping at half the interval; without a watchdog, refresh STATUS now and then.
+        // Ping at half the interval; without a watchdog, refresh STATUS now and then. The
+        // schedule starts before READY: systemd's watchdog clock does.
         let tick = watchdog.map { $0 / 2 } ?? 30_000_000
+        var schedule = WatchdogSchedule(tickMicros: tick, now: Clocks.monotonicMicros())
+        notifier?.notify("READY=1\nSTATUS=\(summary())")
         var lastStatus = ""
         while true {
-            if let sig = StopSignals.wait(timeoutMicros: notifier == nil ? nil : tick) {
+            if let sig = StopSignals.wait(timeoutMicros: notifier == nil ? nil : schedule.waitMicros(at: Clocks.monotonicMicros())) {
                 if sig == SIGHUP {
                     notifier?.notify("RELOADING=1")
                     reload(from: configPath)
@@ -234,14 +236,22 @@ public final class Agent: @unchecked Sendable {
                 break
             }
             guard let notifier else { continue }
+            let woke = Clocks.monotonicMicros()
+            let frozen = schedule.frozenMicros(wokeAt: woke)
+            if frozen > 0 {
+                loops.forgive(frozenMicros: frozen)
+                log.warning("agent.resumed", [("frozen_s", String(frozen / 1_000_000)),
+                                              ("why", "the process was not running (stopped, paused or starved of CPU); its loops are not blamed for it")])
+            }
             let status = summary()
             var message = status == lastStatus ? "" : "STATUS=\(status)"
             lastStatus = status
-            if watchdog != nil {
-                let dead = deadParts()
-                if dead.isEmpty {
-                    message += (message.isEmpty ? "" : "\n") + "WATCHDOG=1"
-                } else {
+            let dead = watchdog == nil ? [] : deadParts()
+            switch schedule.decide(problems: dead, at: Clocks.monotonicMicros()) {
+            case .ping:
+                if watchdog != nil { message += (message.isEmpty ? "" : "\n") + "WATCHDOG=1" }
+            case .withhold(let report):
+                if report {
                     log.error("agent.watchdog_withheld", [("dead", dead.joined(separator: "; ")), ("hint", "systemd will restart the agent")])
                 }
             }

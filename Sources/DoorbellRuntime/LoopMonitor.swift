@@ -23,6 +23,12 @@ public final class LoopMonitor: Sendable {
         return state.withLock { $0.states(at: t) }
     }
 
+    /// The whole process was frozen this long (WatchdogSchedule): not silence of any loop.
+    public func forgive(frozenMicros: Int64) {
+        let t = now()
+        state.withLock { $0.forgive(frozenMicros: frozenMicros, at: t) }
+    }
+
     /// Dead or stuck loops, one line each; empty when all is well.
     public func problems() -> [String] {
         let t = now()

@@ -20,11 +20,16 @@ public enum StopSignals {
             while sigwait(&set, &sig) != 0 {}
             return sig
         }
-        var ts = timespec(tv_sec: Int(timeoutMicros / 1_000_000), tv_nsec: Int(timeoutMicros % 1_000_000) * 1_000)
+        // sigtimedwait fails with EINTR when the process is stopped and continued (SIGSTOP, a
+        // debugger) even without handlers; waiting the whole timeout again from there delayed the
+        // watchdog ping past systemd's deadline after a 10 s stop. Wait only for what is left.
+        let deadline = Clocks.monotonicMicros() + timeoutMicros
         while true {
+            let left = max(0, deadline - Clocks.monotonicMicros())
+            var ts = timespec(tv_sec: Int(left / 1_000_000), tv_nsec: Int(left % 1_000_000) * 1_000)
             let sig = sigtimedwait(&set, nil, &ts)
             if sig > 0 { return sig }
-            if errno == EINTR { continue }
+            if errno == EINTR && left > 0 { continue }
             return nil
         }
     }

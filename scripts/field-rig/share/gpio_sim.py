@@ -1,6 +1,6 @@
 """Guest side of the GPIO scenario (test_gpio.py; python3-minimal only, it runs in the guest).
 
-  gpio_sim.py press PULL_PATH --code HEX --unit MICROS [--protocol 1|2] [--repeats N] [--bits 24]
+  gpio_sim.py press PULL_PATH --code HEX --unit MICROS [--protocol 1|2] [--repeats N] [--bits 24] [--hold-pid PID]
   gpio_sim.py watch VALUE_PATH --seconds S
 
 press plays a fixed-code remote's press on a gpio-sim input line by writing pull-up / pull-down
@@ -13,7 +13,10 @@ The waveform is rc-switch's protocol table (ratios only, as OOKDecoder.swift has
 is EV1527's: sync 1T high 31T low, then each bit 1T/3T (0) or 3T/1T (1). Each level is held for its
 planned time from its own write: sleep until shortly before, then spin on the monotonic clock.
 Prints one JSON line: the pulses planned and how far the writes landed from the plan (the
-write's own timing; the kernel stamps the edge right after it)."""
+write's own timing; the kernel stamps the edge right after it). With --hold-pid the process is
+stopped (SIGSTOP) just before the first edge and continued right after the last, so the stall is
+the press itself, not this interpreter's start-up under emulation; held_ms says how long."""
+import signal
 import os
 import sys
 import time
@@ -64,6 +67,28 @@ def press(argv):
     os.pwrite(fd, levels[False], 0)
     time.sleep(0.05)
     writes = []
+    hold = int(args["--hold-pid"]) if "--hold-pid" in args else None
+    if hold:
+        os.kill(hold, signal.SIGSTOP)
+    held_from = time.monotonic_ns()
+    try:
+        drive(fd, plan, unit, writes)
+    finally:
+        if hold:
+            os.kill(hold, signal.SIGCONT)
+    held_ms = round((time.monotonic_ns() - held_from) / 1e6) if hold else 0
+    os.close(fd)
+    planned = [units * unit for _, units in plan]
+    actual = [(b - a) / 1000 for a, b in zip(writes, writes[1:])]
+    errors = [abs(a - p) for a, p in zip(actual, planned)]
+    print(dumps({"pulses": len(plan), "unit_us": unit, "protocol": protocol,
+                      "error_us_p50_p90_max": [round(sorted(errors)[len(errors) // 2]), round(sorted(errors)[len(errors) * 9 // 10]), round(max(errors))], "over_quarter_unit": sum(e > unit / 4 for e in errors),
+                      "duration_ms": round((writes[-1] - writes[0]) / 1e6), "held_ms": held_ms}))
+
+
+def drive(fd, plan, unit, writes):
+    """Writes each level of the plan on its time, then the idle low."""
+    levels = {True: b"pull-up", False: b"pull-down"}
     at = time.monotonic_ns() + 2_000_000
     for high, units in plan:
         # Sleep while more than SPIN remains (the agent reads its edges meanwhile, on the guest's
@@ -83,13 +108,6 @@ def press(argv):
     while time.monotonic_ns() < at:
         time.sleep(0.001)
     os.pwrite(fd, levels[False], 0)
-    os.close(fd)
-    planned = [units * unit for _, units in plan]
-    actual = [(b - a) / 1000 for a, b in zip(writes, writes[1:])]
-    errors = [abs(a - p) for a, p in zip(actual, planned)]
-    print(dumps({"pulses": len(plan), "unit_us": unit, "protocol": protocol,
-                      "error_us_p50_p90_max": [round(sorted(errors)[len(errors) // 2]), round(sorted(errors)[len(errors) * 9 // 10]), round(max(errors))], "over_quarter_unit": sum(e > unit / 4 for e in errors),
-                      "duration_ms": round((writes[-1] - writes[0]) / 1e6)}))
 
 
 def watch(argv):
