@@ -11,9 +11,13 @@ case $(dpkg --print-architecture) in
   amd64) packages+=(mmdebstrap arch-test qemu-system-x86 qemu-system-arm qemu-utils e2fsprogs) ;;
   arm64) packages+=(mmdebstrap arch-test qemu-system-arm qemu-utils e2fsprogs) ;;
 esac
-# Cross packages (make deb ARCH=arm64): the build root and sysroots come from mmdebstrap; the arm64
-# package is stripped with binutils-aarch64-linux-gnu and its binaries run by qemu-user-static.
-packages+=(mmdebstrap binutils-aarch64-linux-gnu qemu-user-static)
+# Cross packages (make deb ARCH=…): the build root and sysroots come from mmdebstrap; a package for
+# the other architecture is stripped with its binutils and its binaries run by qemu-user-static.
+case $(dpkg --print-architecture) in
+  amd64) packages+=(binutils-aarch64-linux-gnu) ;;
+  arm64) packages+=(binutils-x86-64-linux-gnu) ;;
+esac
+packages+=(mmdebstrap qemu-user-static)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -46,9 +46,10 @@ depends=$(cat "packaging/deb/depends-$dist")
 stage=$out/stage-$arch
 pkg=$out/doorbell-agent_${version}_${arch}.deb
 strip=strip
-[ "$arch" = "$host_arch" ] || strip=aarch64-linux-gnu-strip
+case $arch in arm64) cpu=aarch64 ;; *) cpu=x86_64 ;; esac
+[ "$arch" = "$host_arch" ] || strip=$cpu-linux-gnu-strip
 for tool in dpkg-deb help2man gzip $strip; do
-  command -v $tool >/dev/null || { echo "make-deb: $tool missing (apt-get install dpkg-dev help2man binutils-aarch64-linux-gnu)" >&2; exit 1; }
+  command -v $tool >/dev/null || { echo "make-deb: $tool missing (apt-get install dpkg-dev help2man binutils-${cpu//_/-}-linux-gnu; scripts/install-deps.sh)" >&2; exit 1; }
 done
 
 rm -rf "$stage"

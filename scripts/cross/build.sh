@@ -13,9 +13,19 @@ repo=$(cd "$here/../.." && pwd)
 buildroot=$("$here/build-root.sh")
 sysroot=$("$here/sysroot.sh" "$DIST" "$ARCH")
 # The triples are the ones Debian's swiftlang names its runtimes with.
+# The build root is this machine's architecture (build-root.sh): its own runtime for a native
+# build, /opt/swift-<cpu> for the other one.
+host=$(dpkg --print-architecture)
 case $ARCH in
-  arm64) triple=aarch64-unknown-linux-gnu; multiarch=aarch64-linux-gnu; runtime=/opt/swift-aarch64 ;;
-  amd64) triple=x86_64-pc-linux-gnu; multiarch=x86_64-linux-gnu; runtime=/usr/libexec/swift/lib ;;
+  arm64) triple=aarch64-unknown-linux-gnu; multiarch=aarch64-linux-gnu; cpu=aarch64 ;;
+  amd64) triple=x86_64-pc-linux-gnu; multiarch=x86_64-linux-gnu; cpu=x86_64 ;;
+  *) echo "cross: ARCH must be amd64 or arm64, not $ARCH" >&2; exit 64 ;;
+esac
+runtime=/opt/swift-$cpu
+[ "$ARCH" = "$host" ] && runtime=/usr/libexec/swift/lib
+case $host in
+  amd64) host_triples='"x86_64-unknown-linux-gnu", "x86_64-pc-linux-gnu"' ;;
+  arm64) host_triples='"aarch64-unknown-linux-gnu"' ;;
 esac
 name=doorbell-$DIST-$ARCH
 scratch=.build-cross-$DIST-$ARCH
@@ -24,7 +34,7 @@ bundle=$sdks/$name.artifactbundle
 rm -rf "$sdks"; mkdir -p "$bundle/sdk"
 cat > "$bundle/info.json" <<JSON
 {"schemaVersion": "1.0", "artifacts": {"$name": {"type": "swiftSDK", "version": "1",
- "variants": [{"path": "sdk", "supportedTriples": ["x86_64-unknown-linux-gnu", "x86_64-pc-linux-gnu"]}]}}}
+ "variants": [{"path": "sdk", "supportedTriples": [$host_triples]}]}}}
 JSON
 # Inside the build root the sysroot is mounted at /sysroot; the runtime is the target's own.
 cat > "$bundle/sdk/swift-sdk.json" <<JSON

@@ -83,5 +83,37 @@ class GuestSelection(unittest.TestCase):
         self.assertGreater(os.path.getsize(initrd), 1_000_000)
 
 
+def plan(script, env):
+    """A build-root script's plan (what it would install, for which architectures), as an arm64
+    or amd64 host would make it; nothing is downloaded."""
+    out = subprocess.run([os.path.join(rig.REPO, script)] + env.pop("args", []), env={**os.environ, **env},
+                         check=True, stdout=subprocess.PIPE, text=True).stdout.split()
+    return dict(word.split("=", 1) for word in out)
+
+
+class BuildRoots(unittest.TestCase):
+    """make test on an arm64 host builds its roots natively: the cross build root (the arm64
+    trixie package) and the kbuild root (gpio-sim for the board) are the host's architecture,
+    with the other architecture added only to build for it. Before, both were amd64 roots with
+    arm64 added, which an arm64 host could make only under emulation."""
+
+    def test_cross_build_root_is_the_hosts(self):
+        for host, other, cpu in (("amd64", "arm64", "aarch64"), ("arm64", "amd64", "x86_64")):
+            p = plan("scripts/cross/build-root.sh", {"CROSS_PLAN": "1", "CROSS_HOST_ARCH": host})
+            self.assertEqual(p["architectures"].split(","), [host, other])
+            self.assertIn(f"binutils-{cpu.replace('_', '-')}-linux-gnu", p["packages"].split(","))
+            self.assertEqual(p["other"], f"/opt/swift-{cpu}")
+
+    def test_kbuild_root_cross_compiles_only_a_foreign_kernel(self):
+        kver = "6.12.118+deb13-arm64"
+        native = plan("scripts/field-rig/build-gpio-sim.sh", {"KBUILD_PLAN": "1", "KBUILD_HOST_ARCH": "arm64", "args": [kver, "/nonexistent"]})
+        self.assertEqual((native["architectures"], native["make"]), ("arm64", ""))
+        self.assertNotIn("gcc-aarch64-linux-gnu", native["packages"])
+        cross = plan("scripts/field-rig/build-gpio-sim.sh", {"KBUILD_PLAN": "1", "KBUILD_HOST_ARCH": "amd64", "args": [kver, "/nonexistent"]})
+        self.assertEqual(cross["architectures"], "amd64,arm64")
+        self.assertIn("gcc-aarch64-linux-gnu", cross["packages"].split(","))
+        self.assertIn("CROSS_COMPILE=aarch64-linux-gnu-", cross["make"])
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
