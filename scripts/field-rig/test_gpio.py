@@ -34,12 +34,15 @@ CONFIGFS = "/sys/kernel/config/gpio-sim/rig"
 # A whole press decoded from the line (test_5): TCG stretches each driven level by 0.3–3 ms, so
 # the press is played at time units of milliseconds, with [radio.ook] max_time_unit_us raised
 # above the slowest (its word gap, 3⅓ T = 20 ms, stays above a 3T low stretched by 3 ms at 5 ms).
-# DECODE_UNIT is the one whose presses must all decode (measured 2026-11-27 in two runs: 6 of 6 at
-# 4 ms, 3 of 3 at 5 ms, 1 of 6 at 2 and at 3 ms, 0 of 3 at 1 ms); the others are measured and logged.
+# DECODE_UNIT is the one whose presses must all decode when the guest drove them valid (measured
+# 2026-11-27 in two runs: 6 of 6 at 4 ms, 3 of 3 at 5 ms, 1 of 6 at 2 and at 3 ms, 0 of 3 at 1 ms;
+# at host load 9 the board's guest stretched most levels by a whole unit and drove none valid at
+# 2 or 3 ms): up to DECODE_EXTRA more presses there until one was. The others are measured and logged.
 DECODE_MAX_UNIT = 6000
 DECODE_UNIT = 4000
 DECODE_SWEEP = (2000, 3000, 4000, 5000)
 DECODE_PRESSES = 3
+DECODE_EXTRA = 3
 # Four words: two confirm the code, two more repeat it, all within hold_after_ms (1.5 s) of the
 # first code even at 4 ms, so the only event of a press is its doorbell.pressed.
 DECODE_WORDS = 4
@@ -315,20 +318,27 @@ gpio_pulse = {{ chip = "{CHIP}", line = {RELAY_LINE}, duration_ms = {CHIME_MS} }
         played on the receiver line at time units of milliseconds, with max_time_unit_us raised:
         the agent decodes it from the kernel's edges, and it arrives at the HTTPS receiver as
         exactly one event, HMAC-verified, with the code sent, and rings the chime once — the
-        repeats of one press are one press. Every press at DECODE_UNIT decodes; the sweep's other
-        units are measured and logged (README: GPIO on a real kernel). Runs on its own too (it
+        repeats of one press are one press. Every press the guest drove valid at DECODE_UNIT (two
+        words whose levels all landed within T/2: gpio_sim.py's clean_words) decodes; the sweep's
+        other units are measured and logged (README: GPIO on a real kernel). Runs on its own too (it
         installs the udev rule and its config itself)."""
         self.install_udev_rule()
-        devices = [(f"slow{u}-{i}", code_for(u, i)) for u in DECODE_SWEEP for i in range(DECODE_PRESSES)]
+        devices = [(f"slow{u}-{i}", code_for(u, i)) for u in DECODE_SWEEP
+                   for i in range(DECODE_PRESSES + (DECODE_EXTRA if u == DECODE_UNIT else 0))]
         self.configure(devices, ook_options=f"max_time_unit_us = {DECODE_MAX_UNIT}\n")
         self.wait_status("the receiver line taken", lambda s: self.ook(s)["state"] == "running")
         # Waiting this long after a press's event shows that no second one follows: past the
         # repeat gap (448 T at the setting, 2.7 s) and the chime's run.
         settle = 448 * DECODE_MAX_UNIT / 1e6 + 1.5
-        results = {}
+        results, valid_missed, valid_at_decode_unit = {}, [], 0
         for unit in DECODE_SWEEP:
             decoded = 0
-            for i in range(DECODE_PRESSES):
+            # At DECODE_UNIT a loaded host may spoil a press on the line itself (its levels stretched
+            # by whole time units): up to DECODE_EXTRA more presses until one was driven valid.
+            attempts = DECODE_PRESSES + (DECODE_EXTRA if unit == DECODE_UNIT else 0)
+            for i in range(attempts):
+                if unit == DECODE_UNIT and i >= DECODE_PRESSES and valid_at_decode_unit:
+                    break
                 device, code = f"slow{unit}-{i}", code_for(unit, i)
                 before, runs = len(self.bodies(device)), self.status()["actions"][0]["runs"]
                 timing = self.press(code, unit, repeats=DECODE_WORDS)
@@ -348,9 +358,23 @@ gpio_pulse = {{ chip = "{CHIP}", line = {RELAY_LINE}, duration_ms = {CHIME_MS} }
                     decoded += 1
                     self.assertEqual(got[0]["type"], "doorbell.pressed")
                     self.assertEqual(got[0]["data"]["code"], f"{code:06x}")
-            results[unit] = decoded
-            rig.log(f"slow press T={unit} µs: {decoded}/{DECODE_PRESSES} decoded, each one event")
-        self.assertEqual(results[DECODE_UNIT], DECODE_PRESSES, f"presses decoded per time unit (µs): {results}")
+                # Two clean words (the decoder's confirmation) make a valid press on the line.
+                if unit == DECODE_UNIT and timing["clean_words"] >= 2:
+                    valid_at_decode_unit += 1
+                    if not arrived:
+                        valid_missed.append(timing)
+            results[unit] = f"{decoded}/{i + 1}"
+            rig.log(f"slow press T={unit} µs: {decoded}/{i + 1} decoded, each one event")
+        self.assertEqual(valid_missed, [], f"valid presses at T={DECODE_UNIT} µs not decoded; decoded per T: {results}")
+        if not valid_at_decode_unit:
+            why = (f"the guest drove no valid press at T={DECODE_UNIT} µs in {DECODE_PRESSES + DECODE_EXTRA} tries "
+                   f"(every word had a level off by T/2 or more: the host is too loaded to keep the guest's time); "
+                   f"decoded per T: {results}")
+            if self.g.slowness() > 1:
+                # The emulated board under a loaded host (2026-11-27, load 4-9: p90 level errors of
+                # 2-3 T, no clean word in 21 presses). The PC guest, whose time keeps, must decode.
+                self.skipTest(why)
+            self.fail(why)
         self.assertEqual(self.status()["health"], "ok", self.status()["problems"])
 
 

@@ -12,8 +12,9 @@ every millisecond and prints each change with its time and the longest gap betwe
 The waveform is rc-switch's protocol table (ratios only, as OOKDecoder.swift has it); protocol 1
 is EV1527's: sync 1T high 31T low, then each bit 1T/3T (0) or 3T/1T (1). Each level is held for its
 planned time from its own write: sleep until shortly before, then spin on the monotonic clock.
-Prints one JSON line: the pulses planned and how far the writes landed from the plan (the
-write's own timing; the kernel stamps the edge right after it). With --hold-pid the process is
+Prints one JSON line: the pulses planned, how far the writes landed from the plan (the write's
+own timing; the kernel stamps the edge right after it) and how many words were clean (every level
+within T/2 of its plan). With --hold-pid the process is
 stopped (SIGSTOP) just before the first edge and continued right after the last, so the stall is
 the press itself, not this interpreter's start-up under emulation; held_ms says how long."""
 import signal
@@ -78,12 +79,18 @@ def press(argv):
             os.kill(hold, signal.SIGCONT)
     held_ms = round((time.monotonic_ns() - held_from) / 1e6) if hold else 0
     os.close(fd)
+    # writes has one more entry than plan: the idle low that ends the last level.
     planned = [units * unit for _, units in plan]
     actual = [(b - a) / 1000 for a, b in zip(writes, writes[1:])]
     errors = [abs(a - p) for a, p in zip(actual, planned)]
+    # A word is clean when every level of it landed within T/2 of its plan: then its bits are
+    # unambiguous to any decoder (1T and 3T split at 2T) and its sync is a sync. A loaded host can
+    # stretch a guest's levels by whole time units; such a word was never valid on the line.
+    per_word = 2 + 2 * bits
+    clean_words = sum(all(e < unit / 2 for e in errors[w * per_word:(w + 1) * per_word]) for w in range(repeats))
     print(dumps({"pulses": len(plan), "unit_us": unit, "protocol": protocol,
                       "error_us_p50_p90_max": [round(sorted(errors)[len(errors) // 2]), round(sorted(errors)[len(errors) * 9 // 10]), round(max(errors))], "over_quarter_unit": sum(e > unit / 4 for e in errors),
-                      "duration_ms": round((writes[-1] - writes[0]) / 1e6), "held_ms": held_ms}))
+                      "clean_words": clean_words, "duration_ms": round((writes[-2] - writes[0]) / 1e6), "held_ms": held_ms}))
 
 
 def drive(fd, plan, unit, writes):
@@ -108,6 +115,7 @@ def drive(fd, plan, unit, writes):
     while time.monotonic_ns() < at:
         time.sleep(0.001)
     os.pwrite(fd, levels[False], 0)
+    writes.append(time.monotonic_ns())
 
 
 def watch(argv):
