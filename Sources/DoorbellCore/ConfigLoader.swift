@@ -69,7 +69,7 @@ public enum ConfigLoader {
         return sink.asked
     }
 
-    static func directory(of file: String) -> String {
+    public static func directory(of file: String) -> String {
         guard let slash = file.lastIndex(of: "/") else { return "." }
         let dir = String(file[..<slash])
         return dir.isEmpty ? "/" : dir
