@@ -115,6 +115,9 @@ struct ProvisionFileTests {
         #expect(!issues(inline).isEmpty)
         let multiline = Self.agent + "[provision]\nenrolment_token = \"\"\"\n\(Self.token)\"\"\"\n"
         #expect(issues(multiline).contains { $0.message.contains("one line of their own") })
+        // A quoted key is the same key to TOML: it must not stay behind on the boot partition.
+        let quoted = Self.agent + "[provision]\n\"enrolment_token\" = \"\(Self.token)\"\n"
+        #expect(issues(quoted).contains { $0.message.contains("one line of their own") })
     }
 
     /// A mistake in the agent part is told at its line in the boot file, as `check-config` would.

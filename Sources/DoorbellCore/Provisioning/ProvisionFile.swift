@@ -115,24 +115,21 @@ public enum ProvisionFileReader {
             }))
         }
 
-        // The boot file without its secrets.
-        var scrubbed = false
-        for i in range.dropFirst() where secretKeys.contains(where: { startsWithKey($0, lines[i]) }) {
-            let key = secretKeys.first(where: { startsWithKey($0, lines[i]) }) ?? ""
+        // The boot file without its secrets, each line found by its key and the result checked.
+        let holdsSecrets = provision.contains { secretKeys.contains($0.0) }
+        for i in range.dropFirst() {
+            guard let key = secretKeys.first(where: { startsWithKey($0, lines[i]) }) else { continue }
             lines[i] = Array("# \(key) was used by doorbell-agent provision and removed".utf8)
-            scrubbed = true
         }
         let scrubbedFile = joinLines(lines)
-        if scrubbed {
-            var withoutSecrets = provision.filter { !secretKeys.contains($0.0) }
-            withoutSecrets = withoutSecrets.isEmpty ? [] : withoutSecrets
-            let wanted = members.map { $0.0 == "provision" ? ("provision", TOMLNode.table(withoutSecrets)) : $0 }
+        if holdsSecrets {
+            let wanted = members.map { $0.0 == "provision" ? ("provision", TOMLNode.table(provision.filter { !secretKeys.contains($0.0) })) : $0 }
             guard case let .table(left)? = try? TOMLReader.parse(bytes: scrubbedFile), sameMembers(left, wanted) else {
-                throw fail("could not remove the secrets from the file: write enrolment_token and wifi_psk each on one line of their own in [provision]")
+                throw fail("could not remove the secrets from the file: write enrolment_token and wifi_psk each on one line of their own in [provision], as key = \"value\"")
             }
         }
         return ProvisionFile(settings: settings, agentTOML: agentTOML, agent: agent, scrubbedBootFile: scrubbedFile,
-                             holdsSecrets: scrubbed)
+                             holdsSecrets: holdsSecrets)
     }
 
     static func readSettings(_ t: TableReader, uplinkURL: String?, agentGatewayID: String?,
