@@ -53,14 +53,7 @@ public enum ProvisionFileReader {
     /// `machineGatewayID` is the default gateway id (`derivedGatewayID`).
     public static func read(bytes: [UInt8], file: String, installedPath: String, machineGatewayID: String?,
                             checks: ConfigFileChecks = .none) throws(ConfigError) -> ProvisionFile {
-        let root: TOMLNode
-        do {
-            root = try TOMLReader.parse(bytes: bytes)
-        } catch {
-            throw ConfigError(issues: [ConfigIssue(file: file, line: error.line, column: error.column, key: "",
-                                                   message: "not valid TOML: \(error.message)")])
-        }
-        guard case let .table(members) = root else { throw ConfigError(issues: []) }
+        guard case let .table(members) = try ConfigLoader.tree(bytes: bytes, file: file) else { throw ConfigError(issues: []) }
         let sink = IssueSink(file: file, locator: SourceLocator(text: String(decoding: bytes, as: UTF8.self)))
         func fail(_ message: String, key: String = "provision") -> ConfigError {
             ConfigError(issues: [ConfigIssue(file: file, key: key, message: message)])
