@@ -103,6 +103,34 @@ import Testing
         #expect(gateways == 1)
     }
 
+    /// The race made certain on PostgreSQL (whose pool runs transactions side by side): another
+    /// session spends the token and holds its row lock while `enrol` reads the token unspent and
+    /// tries to spend it too. Once the first commits, `enrol` must be told `used`, not enrol a
+    /// second gateway. (SQLite runs one session at a time: no such interleaving exists there.)
+    @Test(.enabled(if: Backend.all.contains(.postgres)))
+    func aUseInFlightWinsOverASecondOnPostgres() async throws {
+        let database = try await Backend.postgres.database(in: directory)
+        let store = try await CloudStore(database: database)
+        let alice = try await store.createAccount(name: "Alice", now: 1).0
+        let (token, _) = try await store.createEnrolmentToken(accountID: alice.id, gatewayID: nil, ttlSeconds: 60, now: 0)
+        let hash = CloudStore.tokenHash(token)
+        let (locked, signalLocked) = AsyncStream.makeStream(of: Void.self)
+        let holder = Task {
+            try await database.withTransaction("the other gateway's use") { (db) async throws(StoreError) in
+                try await db.query("UPDATE enrolment_tokens SET used_at_ms = 1, used_by_gateway = 'gw-first', used_public_key = 'k' WHERE token_sha256 = $1",
+                                   [.text(hash)], operation: "spend")
+                signalLocked.yield()
+                // Long enough for enrol below to read the row and reach its own UPDATE; were it
+                // slower, the test would still pass, never fail wrongly.
+                try? await Task.sleep(for: .milliseconds(500))
+            }
+        }
+        for await _ in locked { break }
+        #expect(await refusal { _ = try await store.enrol(token: token, gatewayID: "gw-second", publicKey: self.key, now: 2) } == .used)
+        try await holder.value
+        #expect(try await store.gateway(id: "gw-second") == nil)
+    }
+
     @Test(arguments: Backend.all)
     func problemsNeedALiveTokenAndAreBounded(backend: Backend) async throws {
         let store = try await CloudStore(database: backend.database(in: directory))
