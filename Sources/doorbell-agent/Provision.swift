@@ -24,24 +24,27 @@ extension DoorbellAgentCommand {
             }
             let machine = ProvisionFileReader.derivedGatewayID(serialNumber: readFile("/proc/device-tree/serial-number", maxBytes: 64),
                                                                machineID: readFile("/etc/machine-id", maxBytes: 64))
-            let file: ProvisionFile
-            do {
-                file = try ProvisionFileReader.read(bytes: bytes, file: paths.bootFile, installedPath: paths.config,
-                                                    machineGatewayID: machine,
-                                                    checks: ConfigFileChecks(isReadableFile: { isReadableFile($0) }))
-            } catch {
-                throw fail(error.description, gatewayID: previous?.gatewayID ?? machine ?? "", code: 78)
-            }
-            let gatewayID = file.settings.gatewayID
+            var bootFile = bytes
+            var gatewayID = previous?.gatewayID ?? machine ?? ""
             for _ in 0..<Self.maxSteps {
-                let world = read(file)
-                guard let action = ProvisionPlan.next(file, world, now: Clocks.wallMicros() / 1_000_000) else {
+                // Read again at every step: the last ones rewrite the boot file itself.
+                let file: ProvisionFile
+                do {
+                    file = try ProvisionFileReader.read(bytes: bootFile, file: paths.bootFile, installedPath: paths.config,
+                                                        machineGatewayID: machine,
+                                                        checks: ConfigFileChecks(isReadableFile: { isReadableFile($0) }))
+                } catch {
+                    throw fail(error.description, gatewayID: gatewayID, code: 78)
+                }
+                gatewayID = file.settings.gatewayID
+                guard let action = ProvisionPlan.next(file, read(file), now: Clocks.wallMicros() / 1_000_000) else {
                     print("\(paths.bootFile): provisioned — gateway \(gatewayID), cloud \(file.settings.cloudURL)")
                     return
                 }
                 switch action {
                 case let .write(target, content, mode):
                     try write(content, to: target, mode: mode, gatewayID: gatewayID)
+                    if target == .bootFile { bootFile = readFile(paths.bootFile) ?? content }
                 case .createDeviceKey:
                     try createKey(file, gatewayID: gatewayID)
                 case .enrol:
@@ -152,7 +155,9 @@ extension DoorbellAgentCommand {
         /// to vouch for the gateway). The console and `agentctl status` have it anyway.
         func report(_ problem: String, _ file: ProvisionFile) {
             guard file.settings.enrolmentToken != nil else { return }
-            let config = try? file.agent.get()
+            // The agent part is what is wrong, so its TLS settings come from [uplink] ca_file as written.
+            var config = AgentConfig(gatewayID: file.settings.gatewayID)
+            config.uplink = UplinkSettings(url: file.settings.problemURL, caFile: file.settings.uplinkCAFile)
             if case let .failure(error) = post(ProvisionPlan.problemBody(file.settings, problem: problem), to: file.settings.problemURL, config) {
                 printError("doorbell-agent provision: the problem could not be reported to the cloud: \(error.message)")
             }

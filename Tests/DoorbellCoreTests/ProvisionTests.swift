@@ -196,12 +196,16 @@ struct ProvisionPlanTests {
     ]
 
     @Test(arguments: files)
-    func everyPowerCutResumesToTheSameEnd(text: String) {
+    func everyPowerCutResumesToTheSameEnd(text: String) throws {
         var straight = World(bootFile: Array(text.utf8))
         #expect(Self.run(&straight) == nil)
         #expect(straight.disk.status?.state == .provisioned)
         #expect(!String(decoding: straight.bootFile, as: UTF8.self).contains(ProvisionFileTests.token))
         #expect(straight.keysMade == 1 && straight.cloud.count == 1)
+        if let wifi = try ProvisionFileReader.read(bytes: Array(text.utf8), file: "b", installedPath: "/etc/a.toml",
+                                                   machineGatewayID: "gw-m").settings.wifi {
+            #expect(straight.disk.wifi == ProvisionPlan.wpaSupplicantConf(wifi), "the network as the installer gave it, passphrase and all")
+        }
         var cut = 0
         while cut < 20 {
             var world = World(bootFile: Array(text.utf8))

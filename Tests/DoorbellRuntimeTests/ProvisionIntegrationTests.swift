@@ -91,6 +91,7 @@ final class ProvisionIntegrationTests: XCTestCase {
     }
 
     func read(_ path: String) -> String { (try? String(contentsOfFile: path, encoding: .utf8)) ?? "" }
+    func bytes(_ path: String) -> Data { FileManager.default.contents(atPath: path) ?? Data() }
 
     func testFirstBootEnrolsOnceRemovesTheTokenAndTheGatewayDelivers() throws {
         let token = try enrolmentToken(try account())
@@ -107,17 +108,18 @@ final class ProvisionIntegrationTests: XCTestCase {
         XCTAssertFalse(installed.contains(token) || installed.contains("[provision]\n"))
         XCTAssertEqual(try runCommand(Paths.agentBinary, ["check-config", box.etc + "/agent.toml"]).status, 0)
         XCTAssertTrue(read(box.boot + "/../root/.ssh/authorized_keys").contains("installer@laptop"))
-        XCTAssertTrue(read(box.boot + "/../wpa/wpa_supplicant-wlan0.conf").contains("psk=\"correct horse battery\""))
+        let wifi = read(box.boot + "/../wpa/wpa_supplicant-wlan0.conf")
+        XCTAssertTrue(wifi.contains("psk=\"correct horse battery\""), wifi)
         XCTAssertTrue(read(box.boot + "/../networkd/25-doorbell-wlan0.network").contains("Name=wlan0"))
-        let key = read(box.state + "/device.key")
-        XCTAssertFalse(key.isEmpty)
+        let key = bytes(box.state + "/device.key")
+        XCTAssertEqual(key.count, 32)
 
         // Again (the unit runs on every boot, or after a power cut): nothing changes.
         let statusBefore = read(box.state + "/provisioning.json")
         run = try provision(box)
         XCTAssertEqual(run.status, 0, run.stderr)
         XCTAssertEqual(read(box.state + "/provisioning.json"), statusBefore)
-        XCTAssertEqual(read(box.state + "/device.key"), key, "the key is never replaced")
+        XCTAssertEqual(bytes(box.state + "/device.key"), key, "the key is never replaced")
 
         // The proof that the cloud holds this gateway's key: a press is delivered and verified,
         // with no fallback key on the server.
@@ -153,7 +155,7 @@ final class ProvisionIntegrationTests: XCTestCase {
         // A bad agent part: exit 78, the line of the boot file, status and cloud told; Wi-Fi and
         // SSH in place so the box stays reachable.
         let fresh = try enrolmentToken(alice)
-        let bad = try box("bad", gateway: "gw-d", token: fresh, agentExtra: "\n[log]\nlevel = \"loud\"\n")
+        let bad = try box("bad", gateway: "gw-d", token: fresh, agentExtra: "\n[outbox]\nmax_events = -1\n")
         run = try provision(bad)
         XCTAssertEqual(run.status, 78, run.stderr)
         XCTAssertTrue(run.stderr.contains(bad.bootFile + ":"), run.stderr)
@@ -162,7 +164,7 @@ final class ProvisionIntegrationTests: XCTestCase {
         XCTAssertTrue(read(bad.boot + "/../root/.ssh/authorized_keys").contains("installer@laptop"))
         let problems = try query("SELECT gateway_id, problem FROM provisioning_reports")
         XCTAssertEqual(problems.first?.first ?? nil, "gw-d")
-        XCTAssertTrue((problems.first?.last ?? nil)?.contains("log.level") == true, "\(problems)")
+        XCTAssertTrue((problems.first?.last ?? nil)?.contains("outbox.max_events") == true, "\(problems)")
         // agentctl status names the problem though no agent runs.
         let status = try runCommand(Paths.agentctlBinary, ["status", "--socket", bad.socket, "--state-dir", bad.state])
         XCTAssertEqual(status.status, 69)
@@ -178,13 +180,13 @@ final class ProvisionIntegrationTests: XCTestCase {
         XCTAssertEqual(run.status, 75, run.stderr)
         XCTAssertEqual(box.status?.state, .waiting)
         XCTAssertTrue(read(box.bootFile).contains(token), "the token stays until it is used")
-        let key = read(box.state + "/device.key")
-        XCTAssertFalse(key.isEmpty, "what could be done is done")
+        let key = bytes(box.state + "/device.key")
+        XCTAssertEqual(key.count, 32, "what could be done is done")
         try cloud.start(port: port, fallbackKeys: false, extra: ["--admin-token-file", dir.file("admin.token")])
         run = try provision(box)
         XCTAssertEqual(run.status, 0, run.stderr)
         XCTAssertEqual(box.status?.state, .provisioned)
-        XCTAssertEqual(read(box.state + "/device.key"), key)
+        XCTAssertEqual(bytes(box.state + "/device.key"), key)
         XCTAssertEqual(try query("SELECT id FROM gateways").map(\.first), ["gw-down"])
     }
 

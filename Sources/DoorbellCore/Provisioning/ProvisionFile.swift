@@ -24,6 +24,8 @@ public struct ProvisionSettings: Sendable, Equatable {
     public var gatewayID: String
     public var sshAuthorizedKey: String?
     public var wifi: WiFiNetwork?
+    /// `[uplink] ca_file` as written, resolved: to report a problem when the agent part is wrong.
+    public var uplinkCAFile: String?
 
     public var enrolURL: String { cloudURL + "/enrol" }
     public var problemURL: String { cloudURL + "/enrol/problems" }
@@ -68,7 +70,11 @@ public enum ProvisionFileReader {
         let settings = readSettings(table, uplinkURL: uplinkURL(members), agentGatewayID: agentGatewayID,
                                     machineGatewayID: machineGatewayID)
         table.finish()
-        guard let settings, sink.issues.isEmpty else { throw ConfigError(issues: sink.issues) }
+        guard var settings, sink.issues.isEmpty else { throw ConfigError(issues: sink.issues) }
+        if case let .table(uplink)? = members.first(where: { $0.0 == "uplink" })?.1,
+           case let .string(ca)? = uplink.first(where: { $0.0 == "ca_file" })?.1 {
+            settings.uplinkCAFile = ConfigLoader.resolve(ca, baseDir: ConfigLoader.directory(of: installedPath))
+        }
 
         // The agent part: [provision] out, gateway_id set; line numbers kept for messages.
         var lines = splitLines(bytes)

@@ -123,7 +123,9 @@ public enum ProvisionPlan {
         // Done before and nothing new on the boot partition: the installed config may since have
         // been edited by hand, so it is left alone.
         if !file.holdsSecrets, let status = world.status, status.state == .provisioned { return nil }
-        if let wifi = settings.wifi {
+        // Once the passphrase has been used and removed from the boot file, the file written
+        // with it stands: the SSID alone must not turn it into an open network.
+        if let wifi = settings.wifi, wifi.psk != nil || world.wifi == nil {
             let conf = wpaSupplicantConf(wifi)
             if world.wifi != conf { return .write(.wifi, conf, mode: 0o600) }
             if world.network != networkdFile { return .write(.network, networkdFile, mode: 0o644) }
