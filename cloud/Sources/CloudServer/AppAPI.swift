@@ -6,9 +6,10 @@ import Hummingbird
 import Logging
 import NIOPosix
 
-/// The app-facing API: accounts, gateways, doorbells, shares, phone tokens, deliveries and
-/// beacon reports. Every route but `POST /accounts` takes `Authorization: Bearer <account token>`;
-/// `POST /accounts` takes the operator's admin token. See cloud/README.md.
+/// The app-facing API: accounts, gateways and their enrolment tokens, doorbells, shares, phone
+/// tokens, deliveries and beacon reports. Every route but `POST /accounts`, `POST /enrol` and
+/// `POST /enrol/problems` takes `Authorization: Bearer <account token>`; `POST /accounts` takes
+/// the operator's admin token, the enrol routes a one-time token in the body. See cloud/README.md.
 public struct AppAPI: Sendable {
     let store: CloudStore
     /// The admin token's hash (as account tokens are kept); nil: accounts can only be made with
