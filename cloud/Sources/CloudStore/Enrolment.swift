@@ -32,7 +32,7 @@ extension CloudStore {
         }
         let token = EnrolmentToken.prefix + RandomID.make(bytes: 32)
         let expires = now + ttlSeconds * 1000
-        try await withConnection { (db) async throws(StoreError) in
+        _ = try await withConnection { (db) async throws(StoreError) in
             try await db.query(
                 """
                 INSERT INTO enrolment_tokens (token_sha256, account_id, gateway_id, created_at_ms, expires_at_ms)
