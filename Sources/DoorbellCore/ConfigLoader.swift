@@ -46,18 +46,22 @@ public enum ConfigLoader {
     /// The file as read: bytes that are not UTF-8 are reported with their position instead of
     /// being replaced by U+FFFD.
     public static func parse(bytes: [UInt8], file: String, checks: ConfigFileChecks = .none) throws(ConfigError) -> AgentConfig {
-        let root: TOMLNode
-        do {
-            root = try TOMLReader.parse(bytes: bytes)
-        } catch {
-            throw ConfigError(issues: [ConfigIssue(file: file, line: error.line, column: error.column, key: "",
-                                                   message: "not valid TOML: \(error.message)")])
-        }
+        let root = try tree(bytes: bytes, file: file)
         let sink = IssueSink(file: file, locator: SourceLocator(text: String(decoding: bytes, as: UTF8.self)))
         let baseDir = directory(of: file)
         let config = readAgent(root, sink: sink, baseDir: baseDir, checks: checks)
         if let config, sink.issues.isEmpty { return config }
         throw ConfigError(issues: sink.issues)
+    }
+
+    /// The TOML tree, or its syntax error as a config issue at its line and column.
+    static func tree(bytes: [UInt8], file: String) throws(ConfigError) -> TOMLNode {
+        do {
+            return try TOMLReader.parse(bytes: bytes)
+        } catch {
+            throw ConfigError(issues: [ConfigIssue(file: file, line: error.line, column: error.column, key: "",
+                                                   message: "not valid TOML: \(error.message)")])
+        }
     }
 
     /// The keys the loader looks for in this document (sections it does not have are not
@@ -69,7 +73,7 @@ public enum ConfigLoader {
         return sink.asked
     }
 
-    static func directory(of file: String) -> String {
+    public static func directory(of file: String) -> String {
         guard let slash = file.lastIndex(of: "/") else { return "." }
         let dir = String(file[..<slash])
         return dir.isEmpty ? "/" : dir

@@ -60,20 +60,35 @@ extension AgentctlCommand {
         static let configuration = CommandConfiguration(
             abstract: "Show the agent's health. Exit 0 healthy, 1 degraded, 69 agent unreachable.")
         @OptionGroup var options: SocketOptions
+        @Option(name: .long, help: "State directory whose provisioning.json (doorbell-agent provision) is shown too.")
+        var stateDir = PathSettings.defaultStateDir
 
         func run() throws {
-            let reply = try ask(options, .status, StatusReply.self)
+            // Read first: a box whose boot file was bad has no running agent, and this says why.
+            let provisioning = readFile(stateDir + "/provisioning.json").flatMap(ProvisionStatus.init(json:))
+            let reply: StatusReply
+            do {
+                reply = try ask(options, .status, StatusReply.self)
+            } catch {
+                if let provisioning { FileHandleErr.write(provisioning.summary) }
+                throw error
+            }
             let report = reply.report
             if options.json {
-                print(JSONWriter.string(reply.status))
+                var status = reply.status
+                if case let .object(members) = status, let provisioning {
+                    status = .object(members + [("provisioning", provisioning.json)])
+                }
+                print(JSONWriter.string(status))
             } else {
                 guard let report else {
                     FileHandleErr.write("agentctl: the agent's answer is not a status report (is agentctl from another version than the agent? `agentctl version` tells); `agentctl status --json` shows it raw")
                     throw ExitCode(1)
                 }
                 print(StatusTable.render(report))
+                if let provisioning { print(provisioning.summary) }
             }
-            if report?.health != "ok" { throw ExitCode(1) }
+            if report?.health != "ok" || provisioning?.state == .problem { throw ExitCode(1) }
         }
     }
 

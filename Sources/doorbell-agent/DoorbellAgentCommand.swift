@@ -36,6 +36,7 @@ enum DoorbellAgentCommand {
         case let .replay(config, files): try Replay(config: config, files: files).run()
         case let .pubkey(config): try Pubkey(config: config).run()
         case let .encodeOOK(request): EncodeOOK(request: request).run()
+        case let .provision(paths): try Provision(paths: paths).run()
         case .version: print("doorbell-agent \(AgentVersion.current)")
         }
     }

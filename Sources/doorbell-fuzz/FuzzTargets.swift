@@ -29,7 +29,7 @@ enum FuzzTarget: String, CaseIterable {
         return host
     }
 
-    case json, rtl433, config, control, pulses, ooktext, vcd, hci, ad, bthome, secret, eddystone, ancs, smp, acl, phone, cli, btsnoop
+    case json, rtl433, config, control, pulses, ooktext, vcd, hci, ad, bthome, secret, eddystone, ancs, smp, acl, phone, cli, btsnoop, provision
 
     func run(_ bytes: [UInt8]) {
         switch self {
@@ -296,6 +296,23 @@ enum FuzzTarget: String, CaseIterable {
             precondition(session.queuedCommands == 0, "a dropped link left commands queued")
         case .config:
             _ = try? ConfigLoader.parse(bytes: bytes, file: "fuzz.toml")
+        case .provision:
+            // The boot partition's doorbell.toml: what it installs holds no [provision], and the file
+            // rewritten without secrets reads again to the same config, with nothing left to remove.
+            _ = ProvisionStatus(json: bytes)
+            guard let file = try? ProvisionFileReader.read(bytes: bytes, file: "doorbell.toml", installedPath: "/etc/agent.toml",
+                                                           machineGatewayID: "gw-fuzz") else { return }
+            if case let .table(members)? = try? TOMLReader.parse(bytes: file.agentTOML) {
+                precondition(!members.contains { $0.0 == "provision" }, "the installed config kept [provision]")
+            } else {
+                preconditionFailure("the installed config does not parse")
+            }
+            guard let again = try? ProvisionFileReader.read(bytes: file.scrubbedBootFile, file: "doorbell.toml",
+                                                            installedPath: "/etc/agent.toml", machineGatewayID: "gw-fuzz") else {
+                preconditionFailure("the file without secrets does not read")
+            }
+            precondition(!again.holdsSecrets && again.settings.enrolmentToken == nil, "a secret survived the rewrite")
+            precondition(again.agentTOML == file.agentTOML, "the rewrite changed the config")
         case .control:
             // The control socket's requests, without a socket: whatever parses says the same again.
             guard let json = try? JSONReader.parse(bytes: bytes) else { return }

@@ -109,8 +109,8 @@ import Testing
             (["version", "--json"], .unknownOption, "version", "unknown option '--json' for version; version takes none but --help"),
             (["chek-config"], .unknownSubcommand, nil, "unknown subcommand 'chek-config'; did you mean 'check-config'?"),
             (["frobnicate"], .unknownSubcommand, nil,
-             "unknown subcommand 'frobnicate'; use one of run, check-config, replay, pubkey, encode-ook, version"),
-            (["help", "nope"], .unknownSubcommand, nil, "unknown subcommand 'nope'; use one of run, check-config, replay, pubkey, encode-ook, version"),
+             "unknown subcommand 'frobnicate'; use one of run, check-config, replay, pubkey, encode-ook, provision, version"),
+            (["help", "nope"], .unknownSubcommand, nil, "unknown subcommand 'nope'; use one of run, check-config, replay, pubkey, encode-ook, provision, version"),
             (["version", "extra"], .unexpectedArgument, "version", "unexpected argument 'extra'; version takes no arguments"),
             (["--generate-completion-script", "tcsh"], .invalidValue, nil, "unknown shell 'tcsh' for '--generate-completion-script'; use one of bash, zsh, fish"),
         ]

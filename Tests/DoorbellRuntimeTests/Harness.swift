@@ -160,13 +160,19 @@ final class CloudFixture {
         publicKeyFile = try dir.write("gateway.pub", "ed25519:" + Base64.encode(key.publicKey) + "\n")
     }
 
-    func start(port requested: Int = 0) throws {
+    /// - Parameters:
+    ///   - fallbackKeys: accept the fixture's keys for gateways nobody enrolled (the single-gateway setup).
+    ///   - extra: more `serve` options.
+    func start(port requested: Int = 0, fallbackKeys: Bool = true, extra: [String] = []) throws {
         let ready = dir.file("cloud-ready-\(UUID().uuidString.prefix(6)).json")
-        let server = try Child(Paths.cloudBinary, [
+        var arguments: [String] = [
             "serve", "--host", "127.0.0.1", "--port", String(requested), "--ready-file", ready,
             "--tls-cert", dir.file("pki/server.pem"), "--tls-key", dir.file("pki/server.key"),
-            "--db", dir.file("cloud.sqlite"), "--gateway-secret", secretFile, "--gateway-public-key", publicKeyFile,
-        ], dir: dir, name: "cloud")
+            "--db", dir.file("cloud.sqlite"),
+        ]
+        if fallbackKeys { arguments.append(contentsOf: ["--gateway-secret", secretFile, "--gateway-public-key", publicKeyFile]) }
+        arguments.append(contentsOf: extra)
+        let server = try Child(Paths.cloudBinary, arguments, dir: dir, name: "cloud")
         self.server = server
         eventually(60, "doorbell-cloud ready file") { FileManager.default.fileExists(atPath: ready) }
         let data = try Data(contentsOf: URL(fileURLWithPath: ready))

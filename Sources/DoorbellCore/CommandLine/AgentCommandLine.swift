@@ -9,6 +9,7 @@ public enum AgentCommand: Equatable, Sendable {
     case replay(config: String?, files: [String])
     case pubkey(config: String)
     case encodeOOK(EncodeOOKRequest)
+    case provision(ProvisionPaths)
     case version
 }
 
@@ -89,6 +90,24 @@ public enum AgentCommandLine {
                             OptionSpec("noise-per-second", .integer, default: "0",
                                        help: "With --vcd: receiver noise spikes per second of silence before and after the press (0 = clean)."),
                         ]),
+            CommandSpec("provision", abstract: "First boot: take the boot partition's doorbell.toml into the config, enrol with the cloud, remove the secrets.",
+                        discussion: """
+                        Reads DIR/doorbell.toml (the board's agent.toml plus a [provision] table:
+                        README, Provisioning), installs the agent config without [provision],
+                        makes the device key, enrols with the one-time token, then rewrites the
+                        boot file without the token and the Wi-Fi passphrase. Safe to run again at
+                        any point. Exit 0 provisioned (or already), 75 the cloud is not reachable
+                        yet (retry later), 78 the file must be fixed, 65 the cloud refused the
+                        token, 73 a file could not be written.
+                        """,
+                        options: [
+                            OptionSpec("boot-dir", .file, required: true, help: "The mounted boot partition holding doorbell.toml."),
+                            OptionSpec("config-dir", .file, default: "/etc/doorbell-agent", help: "Where agent.toml goes."),
+                            OptionSpec("state-dir", .file, default: "/var/lib/doorbell-agent", help: "The device key and provisioning.json."),
+                            OptionSpec("authorized-keys", .file, default: "/root/.ssh/authorized_keys", help: "Where ssh_authorized_key is added."),
+                            OptionSpec("wifi-dir", .file, default: "/etc/wpa_supplicant", help: "Where wpa_supplicant-wlan0.conf is written."),
+                            OptionSpec("network-dir", .file, default: "/etc/systemd/network", help: "Where the systemd-networkd file for wlan0 is written."),
+                        ]),
             CommandSpec("version", abstract: "Print the version."),
         ],
         defaultCommand: "run"
@@ -112,6 +131,12 @@ public enum AgentCommandLine {
         case "replay": return .replay(config: p.values["config"], files: p.arguments["files"] ?? [])
         case "pubkey": return .pubkey(config: config)
         case "encode-ook": return .encodeOOK(try encodeOOK(p))
+        case "provision":
+            return .provision(ProvisionPaths(
+                bootDir: p.values["boot-dir"] ?? "", configDir: p.values["config-dir"] ?? "/etc/doorbell-agent",
+                stateDir: p.values["state-dir"] ?? "/var/lib/doorbell-agent",
+                authorizedKeys: p.values["authorized-keys"] ?? "/root/.ssh/authorized_keys",
+                wifiDir: p.values["wifi-dir"] ?? "/etc/wpa_supplicant", networkDir: p.values["network-dir"] ?? "/etc/systemd/network"))
         default: return .version
         }
     }

@@ -6,9 +6,10 @@ import Hummingbird
 import Logging
 import NIOPosix
 
-/// The app-facing API: accounts, gateways, doorbells, shares, phone tokens, deliveries and
-/// beacon reports. Every route but `POST /accounts` takes `Authorization: Bearer <account token>`;
-/// `POST /accounts` takes the operator's admin token. See cloud/README.md.
+/// The app-facing API: accounts, gateways and their enrolment tokens, doorbells, shares, phone
+/// tokens, deliveries and beacon reports. Every route but `POST /accounts`, `POST /enrol` and
+/// `POST /enrol/problems` takes `Authorization: Bearer <account token>`; `POST /accounts` takes
+/// the operator's admin token, the enrol routes a one-time token in the body. See cloud/README.md.
 public struct AppAPI: Sendable {
     let store: CloudStore
     /// The admin token's hash (as account tokens are kept); nil: accounts can only be made with
@@ -49,6 +50,19 @@ public struct AppAPI: Sendable {
         } }
         router.post("gateways") { request, context in await authenticated(request) { account in
             try await enrollGateway(request, context, account)
+        } }
+        router.post("enrolment-tokens") { request, context in await authenticated(request) { account in
+            try await createEnrolmentToken(request, context, account)
+        } }
+        // The gateway itself, with the token for credential (it has no account token).
+        router.post("enrol") { request, context in await handle { try await enrol(request, context) } }
+        router.post("enrol/problems") { request, context in await handle { try await reportProblem(request, context) } }
+        router.get("provisioning-reports") { request, _ in await authenticated(request) { account in
+            let reports = try await store.provisioningReports(accountID: account.id)
+            return .json(.ok, ["reports": .array(reports.map { report in .object([
+                ("id", .string(report.id)), ("gateway_id", .string(report.gatewayID)), ("problem", .string(report.problem)),
+                ("reported_at_ms", .int(report.reportedAtMilliseconds)),
+            ]) })])
         } }
         router.delete("gateways/:id") { request, context in await authenticated(request) { account in
             try await store.removeGateway(id: try context.parameters.require("id"), accountID: account.id)
@@ -121,6 +135,9 @@ public struct AppAPI: Sendable {
 
     struct AccountBody: Decodable { let name: String }
     struct GatewayBody: Decodable { let id: String; let public_key: String?; let secret: String? }
+    struct EnrolmentTokenBody: Decodable { let gateway_id: String?; let ttl_s: Int64? }
+    struct EnrolBody: Decodable { let token: String; let gateway_id: String; let public_key: String }
+    struct ProblemBody: Decodable { let token: String; let gateway_id: String; let problem: String }
     struct DoorbellBody: Decodable { let name: String?; let site: String? }
     struct ShareBody: Decodable { let account_id: String }
     struct PhoneBody: Decodable {
@@ -188,6 +205,71 @@ public struct AppAPI: Sendable {
         let now = clock.millisecondsSinceEpoch()
         try await store.enrollGateway(id: body.id, accountID: account.id, publicKey: body.public_key, secret: body.secret, now: now)
         return .json(.created, ["id": .string(body.id), "account_id": .string(account.id), "status": .string("enrolled")])
+    }
+
+    func createEnrolmentToken(_ request: Request, _ context: BasicRequestContext, _ account: Account) async throws -> Response {
+        let body = try await decode(EnrolmentTokenBody.self, request, context)
+        let ttl: Int64
+        switch EnrolmentToken.ttl(body.ttl_s) {
+        case .success(let seconds): ttl = seconds
+        case .failure(let problem): throw APIError(.badRequest, problem.code, problem.description)
+        }
+        let now = clock.millisecondsSinceEpoch()
+        let (token, expires) = try await store.createEnrolmentToken(accountID: account.id, gatewayID: body.gateway_id,
+                                                                    ttlSeconds: ttl, now: now)
+        return .json(.created, [
+            "token": .string(token), "gateway_id": .string(body.gateway_id),
+            "expires_at": .string(Self.iso8601(milliseconds: expires)), "expires_at_ms": .int(expires),
+        ])
+    }
+
+    /// `POST /enrol`: a gateway binds itself to the token's account. 201 enrolled, 200 when the
+    /// same gateway and key enrolled with this token before (a retry after a lost answer).
+    func enrol(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let body = try await decode(EnrolBody.self, request, context)
+        let now = clock.millisecondsSinceEpoch()
+        do {
+            let (_, enrolled) = try await store.enrol(token: body.token, gatewayID: body.gateway_id, publicKey: body.public_key, now: now)
+            logger.notice("gateway enrolled with a token", metadata: ["gateway.id": "\(body.gateway_id)", "new": "\(enrolled)"])
+            return .json(enrolled ? .created : .ok, [
+                "gateway_id": .string(body.gateway_id), "status": .string(enrolled ? "enrolled" : "already_enrolled"),
+            ])
+        } catch EnrolmentRefusal.token(let problem) {
+            throw Self.tokenError(problem)
+        }
+    }
+
+    /// `POST /enrol/problems`: a gateway whose boot file is bad says so, with its token for
+    /// credential (it is not enrolled, so no key of it is known); the token is not spent.
+    func reportProblem(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let body = try await decode(ProblemBody.self, request, context)
+        let now = clock.millisecondsSinceEpoch()
+        do {
+            guard try await store.reportProvisioningProblem(token: body.token, gatewayID: body.gateway_id, problem: body.problem, now: now) else {
+                throw Self.tokenError(.unknown)
+            }
+        } catch EnrolmentRefusal.token(let problem) {
+            throw Self.tokenError(problem)
+        }
+        return .json(.accepted, ["status": .string("recorded")])
+    }
+
+    static func tokenError(_ problem: EnrolmentToken.TokenProblem) -> APIError {
+        let status: HTTPResponse.Status
+        switch problem {
+        case .malformed, .unknown: status = .unauthorized
+        case .expired: status = .gone
+        case .used: status = .conflict
+        case .otherGateway: status = .forbidden
+        case .badTTL: status = .badRequest
+        }
+        return APIError(status, problem.code, problem.description)
+    }
+
+    static func iso8601(milliseconds: Int64) -> String {
+        let formatter = ISO8601DateFormatter()
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        return formatter.string(from: Date(timeIntervalSince1970: TimeInterval(milliseconds / 1000)))
     }
 
     func putDoorbell(_ request: Request, _ context: BasicRequestContext, _ account: Account) async throws -> Response {

@@ -8,7 +8,9 @@ enum CloudSchema {
     /// 4: `phones.installation_sha256` (who may register a token: `PhoneClaim`), `phones.name`,
     ///    `phones.name_shared`; beacon messages and their rate limits keyed by a region text
     ///    (`BeaconRegion.key`: iBeacon or Eddystone-UID) instead of uuid/major/minor columns.
-    static let version: Int64 = 4
+    /// 5: `enrolment_tokens` (one-time tokens a gateway enrols itself with, kept as SHA-256) and
+    ///    `provisioning_reports` (problems a gateway reported with one); new tables only.
+    static let version: Int64 = 5
 
     static let beaconMessagesTable = """
         CREATE TABLE IF NOT EXISTS beacon_messages (
@@ -131,6 +133,28 @@ enum CloudSchema {
             linked_at_ms BIGINT NOT NULL,
             PRIMARY KEY (gateway_id, phone_id)
         );
+
+        CREATE TABLE IF NOT EXISTS enrolment_tokens (
+            token_sha256     TEXT PRIMARY KEY NOT NULL,
+            account_id       TEXT NOT NULL REFERENCES accounts (id),
+            gateway_id       TEXT,
+            created_at_ms    BIGINT NOT NULL,
+            expires_at_ms    BIGINT NOT NULL,
+            used_at_ms       BIGINT,
+            used_by_gateway  TEXT,
+            used_public_key  TEXT
+        );
+        CREATE INDEX IF NOT EXISTS enrolment_tokens_by_account ON enrolment_tokens (account_id);
+
+        CREATE TABLE IF NOT EXISTS provisioning_reports (
+            id             TEXT PRIMARY KEY NOT NULL,
+            token_sha256   TEXT NOT NULL,
+            account_id     TEXT NOT NULL REFERENCES accounts (id),
+            gateway_id     TEXT NOT NULL,
+            problem        TEXT NOT NULL,
+            reported_at_ms BIGINT NOT NULL
+        );
+        CREATE INDEX IF NOT EXISTS provisioning_reports_by_account ON provisioning_reports (account_id, reported_at_ms);
 
         CREATE TABLE IF NOT EXISTS schema_version (
             id      BIGINT PRIMARY KEY NOT NULL DEFAULT 1 CHECK (id = 1),

@@ -74,6 +74,15 @@ public final class CloudStore: Sendable {
 
     /// Enrolls `id` for `accountID`, or replaces its keys when that account enrolled it before.
     public func enrollGateway(id: String, accountID: String, publicKey: String?, secret: String?, now: Int64) async throws {
+        try Self.checkGateway(id: id, publicKey: publicKey, secret: secret)
+        let owner = try await withConnection { (db) async throws(StoreError) -> String? in
+            try await Self.bindGateway(id: id, accountID: accountID, publicKey: publicKey, secret: secret, now: now, db)
+        }
+        if let owner, owner != accountID { throw Self.gatewayTaken(id) }
+    }
+
+    /// Checks a gateway id and keys as `enrollGateway` takes them.
+    static func checkGateway(id: String, publicKey: String?, secret: String?) throws {
         guard Self.isIdentifier(id) else {
             throw DirectoryError.invalid("gateway id must be 1 to 64 of A-Z a-z 0-9 . _ - (the agent's gateway_id)")
         }
@@ -82,23 +91,28 @@ public final class CloudStore: Sendable {
         guard publicKey != nil || secret != nil else {
             throw DirectoryError.invalid("give public_key (from `agentctl pubkey`), secret (whsec_…), or both")
         }
-        let owner = try await withConnection { (db) async throws(StoreError) -> String? in
-            let existing = try await db.query("SELECT account_id FROM gateways WHERE id = $1", [.text(id)],
-                                        operation: "read gateway").rows.first?.text(0)
-            if existing == nil || existing == accountID {
-                try await db.query(
-                    """
-                    INSERT INTO gateways (id, account_id, public_key, secret, enrolled_at_ms) VALUES ($1, $2, $3, $4, $5)
-                    ON CONFLICT (id) DO UPDATE SET public_key = $3, secret = $4, enrolled_at_ms = $5
-                    """,
-                    [.text(id), .text(accountID), .optional(publicKey), .optional(secret), .integer(now)],
-                    operation: "enroll gateway")
-            }
-            return existing
+    }
+
+    /// Binds the gateway to the account (or replaces its keys) unless another account holds it;
+    /// returns the holder found before, so the caller can refuse. One statement pair on `db`.
+    static func bindGateway(id: String, accountID: String, publicKey: String?, secret: String?, now: Int64,
+                            _ db: any SQLConnection) async throws(StoreError) -> String? {
+        let existing = try await db.query("SELECT account_id FROM gateways WHERE id = $1", [.text(id)],
+                                          operation: "read gateway").rows.first?.text(0)
+        if existing == nil || existing == accountID {
+            try await db.query(
+                """
+                INSERT INTO gateways (id, account_id, public_key, secret, enrolled_at_ms) VALUES ($1, $2, $3, $4, $5)
+                ON CONFLICT (id) DO UPDATE SET public_key = $3, secret = $4, enrolled_at_ms = $5
+                """,
+                [.text(id), .text(accountID), .optional(publicKey), .optional(secret), .integer(now)],
+                operation: "enroll gateway")
         }
-        if let owner, owner != accountID {
-            throw DirectoryError.conflict("gateway \(id) is enrolled by another account; that account must remove it first")
-        }
+        return existing
+    }
+
+    static func gatewayTaken(_ id: String) -> DirectoryError {
+        .conflict("gateway \(id) is enrolled by another account; that account must remove it first")
     }
 
     public func gateway(id: String) async throws(StoreError) -> Gateway? {

@@ -54,6 +54,8 @@ extension CloudStore {
                     ("DELETE FROM phone_links WHERE token IN (\(phones))", "phone links"),
                     ("DELETE FROM deliveries WHERE account_id = $1", "pushes"),
                     ("DELETE FROM phones WHERE account_id = $1", "phones"),
+                    ("DELETE FROM enrolment_tokens WHERE account_id = $1", "enrolment tokens"),
+                    ("DELETE FROM provisioning_reports WHERE account_id = $1", "provisioning reports"),
                 ] {
                     try await db.query(sql, account, operation: "delete the account's \(what)")
                 }

@@ -1,5 +1,5 @@
 import CloudCore
-import CloudStore
+@testable import CloudStore
 import Foundation
 import Testing
 
@@ -135,7 +135,7 @@ import Testing
             UPDATE schema_version SET version = 1;
             """ + SchemaV3.downgradeFrom4, operation: "downgrade to schema 1")
         let reopened = try await CloudStore(url: path)
-        #expect(try await raw.query("SELECT version FROM schema_version", [], operation: "v").rows.first?.integer(0) == 4)
+        #expect(try await raw.query("SELECT version FROM schema_version", [], operation: "v").rows.first?.integer(0) == CloudSchema.version)
         #expect(try await reopened.claimDue(now: 1_000, limit: 10, leaseMilliseconds: 500, owner: "a").count == 1)
     }
 
@@ -149,7 +149,7 @@ import Testing
             ALTER TABLE deliveries DROP COLUMN not_displayed_at_ms; DROP TABLE phone_links; UPDATE schema_version SET version = 2;
             """ + SchemaV3.downgradeFrom4, operation: "downgrade to schema 2")
         let reopened = try await CloudStore(url: path)
-        #expect(try await raw.query("SELECT version FROM schema_version", [], operation: "v").rows.first?.integer(0) == 4)
+        #expect(try await raw.query("SELECT version FROM schema_version", [], operation: "v").rows.first?.integer(0) == CloudSchema.version)
         #expect(try await reopened.deliveries(eventID: "e1").first?.receipt == "none")
     }
 

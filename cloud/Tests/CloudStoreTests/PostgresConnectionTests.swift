@@ -1,5 +1,5 @@
 import CloudCore
-import CloudStore
+@testable import CloudStore
 import Foundation
 import Testing
 
@@ -104,7 +104,7 @@ final class PostgresConnectionTests {
         let again = try await EventStore(database: connect())
         #expect(try await again.allEvents().count == 2)
         let versions = try await admin.query("SELECT version FROM \(schema).schema_version", [], operation: "versions")
-        #expect(versions.rows.map(\.columns) == [["4"]])
+        #expect(versions.rows.map(\.columns) == [[String(CloudSchema.version)]])
     }
 
     @Test func concurrentConnectionsStoreOneEventOnce() async throws {
