@@ -319,7 +319,7 @@ gpio_pulse = {{ chip = "{CHIP}", line = {RELAY_LINE}, duration_ms = {CHIME_MS} }
         the agent decodes it from the kernel's edges, and it arrives at the HTTPS receiver as
         exactly one event, HMAC-verified, with the code sent, and rings the chime once — the
         repeats of one press are one press. Every press the guest drove valid at DECODE_UNIT (two
-        words whose levels all landed within T/2: gpio_sim.py's clean_words) decodes; the sweep's
+        consecutive words whose levels all landed within T/2: gpio_sim.py's clean_run) decodes; the sweep's
         other units are measured and logged (README: GPIO on a real kernel). Runs on its own too (it
         installs the udev rule and its config itself)."""
         self.install_udev_rule()
@@ -358,8 +358,9 @@ gpio_pulse = {{ chip = "{CHIP}", line = {RELAY_LINE}, duration_ms = {CHIME_MS} }
                     decoded += 1
                     self.assertEqual(got[0]["type"], "doorbell.pressed")
                     self.assertEqual(got[0]["data"]["code"], f"{code:06x}")
-                # Two clean words (the decoder's confirmation) make a valid press on the line.
-                if unit == DECODE_UNIT and timing["clean_words"] >= 2:
+                # Two consecutive clean words (the decoder's confirmation; a damaged word between
+                # resets it) make a valid press on the line.
+                if unit == DECODE_UNIT and timing["clean_run"] >= 2:
                     valid_at_decode_unit += 1
                     if not arrived:
                         valid_missed.append(timing)

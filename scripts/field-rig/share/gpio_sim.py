@@ -13,8 +13,8 @@ The waveform is rc-switch's protocol table (ratios only, as OOKDecoder.swift has
 is EV1527's: sync 1T high 31T low, then each bit 1T/3T (0) or 3T/1T (1). Each level is held for its
 planned time from its own write: sleep until shortly before, then spin on the monotonic clock.
 Prints one JSON line: the pulses planned, how far the writes landed from the plan (the write's
-own timing; the kernel stamps the edge right after it) and how many words were clean (every level
-within T/2 of its plan). With --hold-pid the process is
+own timing; the kernel stamps the edge right after it), how many words were clean (every level
+within T/2 of its plan) and the longest run of consecutive clean words. With --hold-pid the process is
 stopped (SIGSTOP) just before the first edge and continued right after the last, so the stall is
 the press itself, not this interpreter's start-up under emulation; held_ms says how long."""
 import signal
@@ -87,10 +87,15 @@ def press(argv):
     # unambiguous to any decoder (1T and 3T split at 2T) and its sync is a sync. A loaded host can
     # stretch a guest's levels by whole time units; such a word was never valid on the line.
     per_word = 2 + 2 * bits
-    clean_words = sum(all(e < unit / 2 for e in errors[w * per_word:(w + 1) * per_word]) for w in range(repeats))
+    clean = [all(e < unit / 2 for e in errors[w * per_word:(w + 1) * per_word]) for w in range(repeats)]
+    # A decoder confirms a code on two identical consecutive words; a damaged word between resets it.
+    clean_run, run = 0, 0
+    for c in clean:
+        run = run + 1 if c else 0
+        clean_run = max(clean_run, run)
     print(dumps({"pulses": len(plan), "unit_us": unit, "protocol": protocol,
                       "error_us_p50_p90_max": [round(sorted(errors)[len(errors) // 2]), round(sorted(errors)[len(errors) * 9 // 10]), round(max(errors))], "over_quarter_unit": sum(e > unit / 4 for e in errors),
-                      "clean_words": clean_words, "duration_ms": round((writes[-2] - writes[0]) / 1e6), "held_ms": held_ms}))
+                      "clean_words": sum(clean), "clean_run": clean_run, "duration_ms": round((writes[-2] - writes[0]) / 1e6), "held_ms": held_ms}))
 
 
 def drive(fd, plan, unit, writes):
