@@ -87,6 +87,9 @@ public struct ButtonTracker: Sendable {
     /// found by key through `slots`.
     private var keys: [Key] = []
     private var states: [DeviceState] = []
+    /// Each state's `lastFrameAt` again, packed: what the eviction scans (8 bytes a device, not
+    /// a whole state), kept equal to the states' by every write below.
+    private var frameTimes: [Int64] = []
     private var slots: [Key: Int] = [:]
 
     /// Unknown codes create state too (noise, neighbours' remotes); past this many we forget the
@@ -103,7 +106,7 @@ public struct ButtonTracker: Sendable {
         var state = states[slot]
         // A clock that steps back (replays of several files) must not split or merge presses oddly.
         let at = max(rawTime, state.lastFrameAt)
-        defer { states[slot] = state }
+        defer { states[slot] = state; frameTimes[slot] = state.lastFrameAt }
 
         if at - state.lastFrameAt <= settings.repeatGapMicros {
             state.lastFrameAt = at
@@ -133,7 +136,7 @@ public struct ButtonTracker: Sendable {
         guard let slot = slots[key] else { return firstPress(key, at: rawTime) }
         var state = states[slot]
         let at = max(rawTime, state.lastFrameAt)
-        defer { states[slot] = state }
+        defer { states[slot] = state; frameTimes[slot] = state.lastFrameAt }
         state.lastFrameAt = at
         if continuation {
             lastSwallowed = .samePress
@@ -153,6 +156,7 @@ public struct ButtonTracker: Sendable {
         counters.forwarded += 1
         slots[key] = states.count
         keys.append(key)
+        frameTimes.append(at)
         states.append(DeviceState(pressStartedAt: at, lastFrameAt: at, pressForwarded: true,
                                   heldEmitted: false, lastForwardedAt: at, suppressedSinceForward: 0))
         return .pressed(at: at, suppressed: 0)
@@ -184,16 +188,18 @@ public struct ButtonTracker: Sendable {
         let horizon = max(settings.cooldownMicros, settings.repeatGapMicros, settings.holdAfterMicros)
         // One look first: on a busy street every tracked device is recent, and rebuilding the
         // table to drop none cost more than the rest of a press (replay of 4096 buttons). The
-        // look reads the flat array of states: no key is copied or hashed.
+        // look reads the packed times: no key is copied or hashed.
         if let oldest = oldestSlot(now: now, horizon: horizon) { remove(slot: oldest); return }
         var kept = 0
-        for i in states.indices where now - states[i].lastFrameAt <= horizon {
+        for i in frameTimes.indices where now - frameTimes[i] <= horizon {
             keys.swapAt(kept, i)
             states.swapAt(kept, i)
+            frameTimes.swapAt(kept, i)
             kept += 1
         }
         keys.removeLast(keys.count - kept)
         states.removeLast(states.count - kept)
+        frameTimes.removeLast(frameTimes.count - kept)
         slots.removeAll(keepingCapacity: true)
         for (i, key) in keys.enumerated() { slots[key] = i }
         if states.count >= Self.maxTrackedDevices, let oldest = oldestSlot(now: now, horizon: nil) { remove(slot: oldest) }
@@ -203,9 +209,13 @@ public struct ButtonTracker: Sendable {
     /// one goes). Equal times: the first in the array (the dictionary before had no defined order
     /// either). One pass over the times, no branch but the minimum's.
     private func oldestSlot(now: Int64, horizon: Int64?) -> Int? {
-        guard !states.isEmpty else { return nil }
-        var oldest = 0, oldestAt = states[0].lastFrameAt
-        for i in states.indices where states[i].lastFrameAt < oldestAt { (oldest, oldestAt) = (i, states[i].lastFrameAt) }
+        let (oldest, oldestAt): (Int, Int64) = frameTimes.withUnsafeBufferPointer { times in
+            guard let first = times.first else { return (-1, 0) }
+            var oldest = 0, oldestAt = first
+            for i in times.indices where times[i] < oldestAt { (oldest, oldestAt) = (i, times[i]) }
+            return (oldest, oldestAt)
+        }
+        guard oldest >= 0 else { return nil }
         if let horizon, now - oldestAt > horizon { return nil }
         return oldest
     }
@@ -217,9 +227,11 @@ public struct ButtonTracker: Sendable {
         if slot != last {
             keys.swapAt(slot, last)
             states.swapAt(slot, last)
+            frameTimes.swapAt(slot, last)
             slots[keys[slot]] = slot
         }
         keys.removeLast()
         states.removeLast()
+        frameTimes.removeLast()
     }
 }

@@ -155,10 +155,11 @@ public struct BLECaptureReader: Sendable {
     /// The reports of the next event to `body`, read in place; false until more bytes are fed.
     /// Replay's loop: the optionals of `next()` and of the cursor stay in this module, where they
     /// are released directly instead of through their runtime metadata (twice per advert).
+    /// Not inlined into the caller (another module), which destroyed them through metadata.
+    @inline(never)
     public mutating func nextReports(_ body: (BLEAdvertisingReport, _ atMicros: Int64, _ unixMicros: Int64) -> Void) throws(Recording.Error) -> Bool {
-        guard let e = try next() else { return false }
-        var reports = e.cursor
-        while let r = reports.next() { body(r, e.atMicros, e.unixMicros) }   // bounded: at most 255 reports
+        guard var e = try next() else { return false }
+        while let r = e.cursor.next() { body(r, e.atMicros, e.unixMicros) }   // bounded: at most 255 reports
         return true
     }
 
