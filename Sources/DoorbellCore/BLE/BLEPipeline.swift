@@ -276,6 +276,7 @@ public struct BLEPipeline: Sendable {
                 }
                 var data: [(String, JSONValue)] = [("button", .number(Double(b.index))), ("event", .string(b.event.name)),
                                                    ("address", .string(printed))]
+                data.reserveCapacity(8)  // all it may hold: grown once, not twice
                 if let id = packet.packetID { data.append(("packet_id", .number(Double(id)))) }
                 if let battery = packet.battery { data.append(("battery_pct", .number(Double(battery)))) }
                 if let rssi = report.rssi { data.append(("rssi_db", .number(Double(rssi)))) }
