@@ -33,6 +33,27 @@ public struct ButtonTracker: Sendable {
         case held(device: String, at: Int64, pressStartedAt: Int64)
     }
 
+    /// A tracked device: a name (RF codes, configured devices, `id#N` for their other buttons),
+    /// or a learned BLE button by its 48-bit address and button index, so a busy street's presses
+    /// cost no text and no string hashing here.
+    public enum Key: Hashable, Sendable {
+        case name(String)
+        case address(UInt64, button: Int)
+    }
+
+    /// What a frame of a `Key` did (`Output` without the device's name).
+    public enum Decision: Sendable, Equatable {
+        case pressed(at: Int64, suppressed: Int)
+        case held(at: Int64, pressStartedAt: Int64)
+
+        func output(device: String) -> Output {
+            switch self {
+            case let .pressed(at, suppressed): .pressed(device: device, at: at, suppressed: suppressed)
+            case let .held(at, startedAt): .held(device: device, at: at, pressStartedAt: startedAt)
+            }
+        }
+    }
+
     public struct Counters: Sendable, Equatable {
         public var frames = 0
         public var presses = 0
@@ -63,10 +84,13 @@ public struct ButtonTracker: Sendable {
     /// Why the last frame forwarded no press; nil when it forwarded one (or started a hold).
     public private(set) var lastSwallowed: Swallowed?
     /// The tracked devices: states in a flat array (the eviction scan reads times, no keys),
-    /// found by name through `slots`.
-    private var keys: [String] = []
+    /// found by key through `slots`.
+    private var keys: [Key] = []
     private var states: [DeviceState] = []
-    private var slots: [String: Int] = [:]
+    /// Each state's `lastFrameAt` again, packed: what the eviction scans (8 bytes a device, not
+    /// a whole state), kept equal to the states' by every write below.
+    private var frameTimes: [Int64] = []
+    private var slots: [Key: Int] = [:]
 
     /// Unknown codes create state too (noise, neighbours' remotes); past this many we forget the
     /// idle ones so memory stays bounded.
@@ -78,11 +102,11 @@ public struct ButtonTracker: Sendable {
 
     public mutating func observe(device: String, at rawTime: Int64) -> Output? {
         counters.frames += 1
-        guard let slot = slots[device] else { return firstPress(device: device, at: rawTime) }
+        guard let slot = slots[.name(device)] else { return firstPress(.name(device), at: rawTime).output(device: device) }
         var state = states[slot]
         // A clock that steps back (replays of several files) must not split or merge presses oddly.
         let at = max(rawTime, state.lastFrameAt)
-        defer { states[slot] = state }
+        defer { states[slot] = state; frameTimes[slot] = state.lastFrameAt }
 
         if at - state.lastFrameAt <= settings.repeatGapMicros {
             state.lastFrameAt = at
@@ -96,17 +120,23 @@ public struct ButtonTracker: Sendable {
         }
 
         state.lastFrameAt = at
-        return newPress(&state, device: device, at: at)
+        return newPress(&state, at: at)?.output(device: device)
     }
 
     /// One press that the button reported as one message. `continuation` is a press still going
     /// (BTHome hold_press): it follows its press, forwarded as `held` only if that press was.
     public mutating func observeDiscrete(device: String, at rawTime: Int64, continuation: Bool = false) -> Output? {
+        observeDiscrete(key: .name(device), at: rawTime, continuation: continuation)?.output(device: device)
+    }
+
+    /// The same by key: one table for both ways in, so a configured device's injected press and
+    /// its real ones share a cooldown whichever way they come.
+    public mutating func observeDiscrete(key: Key, at rawTime: Int64, continuation: Bool = false) -> Decision? {
         counters.frames += 1
-        guard let slot = slots[device] else { return firstPress(device: device, at: rawTime) }
+        guard let slot = slots[key] else { return firstPress(key, at: rawTime) }
         var state = states[slot]
         let at = max(rawTime, state.lastFrameAt)
-        defer { states[slot] = state }
+        defer { states[slot] = state; frameTimes[slot] = state.lastFrameAt }
         state.lastFrameAt = at
         if continuation {
             lastSwallowed = .samePress
@@ -114,25 +144,26 @@ public struct ButtonTracker: Sendable {
             guard state.pressForwarded, !state.heldEmitted else { return nil }
             state.heldEmitted = true
             counters.held += 1
-            return .held(device: device, at: at, pressStartedAt: state.pressStartedAt)
+            return .held(at: at, pressStartedAt: state.pressStartedAt)
         }
-        return newPress(&state, device: device, at: at)
+        return newPress(&state, at: at)
     }
 
-    private mutating func firstPress(device: String, at: Int64) -> Output {
+    private mutating func firstPress(_ key: Key, at: Int64) -> Decision {
         lastSwallowed = nil
         makeRoom(now: at)
         counters.presses += 1
         counters.forwarded += 1
-        slots[device] = states.count
-        keys.append(device)
+        slots[key] = states.count
+        keys.append(key)
+        frameTimes.append(at)
         states.append(DeviceState(pressStartedAt: at, lastFrameAt: at, pressForwarded: true,
                                   heldEmitted: false, lastForwardedAt: at, suppressedSinceForward: 0))
-        return .pressed(device: device, at: at, suppressed: 0)
+        return .pressed(at: at, suppressed: 0)
     }
 
     /// A press that is not part of the previous one: forwarded, or counted within the cooldown.
-    private mutating func newPress(_ state: inout DeviceState, device: String, at: Int64) -> Output? {
+    private mutating func newPress(_ state: inout DeviceState, at: Int64) -> Decision? {
         counters.presses += 1
         state.pressStartedAt = at
         state.heldEmitted = false
@@ -149,7 +180,7 @@ public struct ButtonTracker: Sendable {
         state.lastForwardedAt = at
         state.suppressedSinceForward = 0
         counters.forwarded += 1
-        return .pressed(device: device, at: at, suppressed: suppressed)
+        return .pressed(at: at, suppressed: suppressed)
     }
 
     private mutating func makeRoom(now: Int64) {
@@ -157,16 +188,18 @@ public struct ButtonTracker: Sendable {
         let horizon = max(settings.cooldownMicros, settings.repeatGapMicros, settings.holdAfterMicros)
         // One look first: on a busy street every tracked device is recent, and rebuilding the
         // table to drop none cost more than the rest of a press (replay of 4096 buttons). The
-        // look reads the flat array of states: no key is copied or hashed.
+        // look reads the packed times: no key is copied or hashed.
         if let oldest = oldestSlot(now: now, horizon: horizon) { remove(slot: oldest); return }
         var kept = 0
-        for i in states.indices where now - states[i].lastFrameAt <= horizon {
+        for i in frameTimes.indices where now - frameTimes[i] <= horizon {
             keys.swapAt(kept, i)
             states.swapAt(kept, i)
+            frameTimes.swapAt(kept, i)
             kept += 1
         }
         keys.removeLast(keys.count - kept)
         states.removeLast(states.count - kept)
+        frameTimes.removeLast(frameTimes.count - kept)
         slots.removeAll(keepingCapacity: true)
         for (i, key) in keys.enumerated() { slots[key] = i }
         if states.count >= Self.maxTrackedDevices, let oldest = oldestSlot(now: now, horizon: nil) { remove(slot: oldest) }
@@ -176,9 +209,13 @@ public struct ButtonTracker: Sendable {
     /// one goes). Equal times: the first in the array (the dictionary before had no defined order
     /// either). One pass over the times, no branch but the minimum's.
     private func oldestSlot(now: Int64, horizon: Int64?) -> Int? {
-        guard !states.isEmpty else { return nil }
-        var oldest = 0, oldestAt = states[0].lastFrameAt
-        for i in states.indices where states[i].lastFrameAt < oldestAt { (oldest, oldestAt) = (i, states[i].lastFrameAt) }
+        let (oldest, oldestAt): (Int, Int64) = frameTimes.withUnsafeBufferPointer { times in
+            guard let first = times.first else { return (-1, 0) }
+            var oldest = 0, oldestAt = first
+            for i in times.indices where times[i] < oldestAt { (oldest, oldestAt) = (i, times[i]) }
+            return (oldest, oldestAt)
+        }
+        guard oldest >= 0 else { return nil }
         if let horizon, now - oldestAt > horizon { return nil }
         return oldest
     }
@@ -190,9 +227,11 @@ public struct ButtonTracker: Sendable {
         if slot != last {
             keys.swapAt(slot, last)
             states.swapAt(slot, last)
+            frameTimes.swapAt(slot, last)
             slots[keys[slot]] = slot
         }
         keys.removeLast()
         states.removeLast()
+        frameTimes.removeLast()
     }
 }

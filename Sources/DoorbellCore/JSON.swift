@@ -310,7 +310,9 @@ public struct JSONWriter {
                 m /= 10
                 count += 1
             } while m > 0
-            out.append(contentsOf: buf[(24 - count)...])
+            // As a typed buffer: appending a slice of the raw one took the generic per-byte path.
+            guard let base = buf.baseAddress else { return }
+            out.append(contentsOf: UnsafeBufferPointer(start: base.assumingMemoryBound(to: UInt8.self) + (24 - count), count: count))
         }
     }
 

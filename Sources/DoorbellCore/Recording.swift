@@ -116,7 +116,14 @@ public struct BLECaptureReader: Sendable {
     /// The advertising reports of one received HCI event, with the capture's own clock (what
     /// `Recording.Input.ble` holds, without the enum's copies on the way).
     public struct Reports: Sendable {
-        public var reports: [BLEAdvertisingReport]
+        /// The reports one at a time, in place: valid until the next `feed` (which would
+        /// otherwise copy the buffer the reports' data still views).
+        public var cursor: AdvertisingReportCursor
+        public var reports: [BLEAdvertisingReport] {
+            var c = cursor, out: [BLEAdvertisingReport] = []
+            while let r = c.next() { out.append(r) }
+            return out
+        }
         /// From the capture's first record.
         public var atMicros: Int64
         public var unixMicros: Int64
@@ -125,7 +132,7 @@ public struct BLECaptureReader: Sendable {
     /// The next advertising reports, or nil until more bytes are fed.
     public mutating func next() throws(Recording.Error) -> Reports? {
         while true {
-            let record: (timeMicros: Int64, received: Bool, type: UInt8?, body: ArraySlice<UInt8>)
+            let record: BTSnoopReader.Packet
             do {
                 guard let r = try snoop.nextPacket() else { return nil }
                 record = r
@@ -135,14 +142,25 @@ public struct BLECaptureReader: Sendable {
             let origin = self.origin ?? record.timeMicros
             self.origin = origin
             // Only LE Meta events can hold advertising reports: the rest is skipped uncopied.
-            guard record.received, record.type == 0x04, let reports = HCIEvent.advertisingReports(record.body) else { continue }
+            guard record.received, record.type == 0x04, let reports = AdvertisingReportCursor(record.body) else { continue }
             // A capture's clock is outside input: offsets beyond ±285 years are clamped there,
             // so the sums replay makes of them (start + offset, durations) never overflow.
             let (offset, overflow) = record.timeMicros.subtractingReportingOverflow(origin)
             let at = overflow ? (origin > 0 ? -Self.maxOffsetMicros : Self.maxOffsetMicros) : min(max(offset, -Self.maxOffsetMicros), Self.maxOffsetMicros)
             durationMicros = max(durationMicros, at)
-            return Reports(reports: reports, atMicros: at, unixMicros: record.timeMicros)
+            return Reports(cursor: reports, atMicros: at, unixMicros: record.timeMicros)
         }
+    }
+
+    /// The reports of the next event to `body`, read in place; false until more bytes are fed.
+    /// Replay's loop: the optionals of `next()` and of the cursor stay in this module, where they
+    /// are released directly instead of through their runtime metadata (twice per advert).
+    /// Not inlined into the caller (another module), which destroyed them through metadata.
+    @inline(never)
+    public mutating func nextReports(_ body: (BLEAdvertisingReport, _ atMicros: Int64, _ unixMicros: Int64) -> Void) throws(Recording.Error) -> Bool {
+        guard var e = try next() else { return false }
+        while let r = e.cursor.next() { body(r, e.atMicros, e.unixMicros) }   // bounded: at most 255 reports
+        return true
     }
 
     /// The capture ended: an error naming the file when it ended inside a record.

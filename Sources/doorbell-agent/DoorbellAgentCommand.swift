@@ -194,10 +194,11 @@ extension DoorbellAgentCommand {
                     while !chunk.isEmpty {
                         capture.feed(chunk)
                         do throws(Recording.Error) {
-                            while let e = try capture.next() {
-                                let time = ReceiveTime(monoMicros: start + e.atMicros, wallMicros: e.unixMicros, clockSynced: true)
-                                for report in e.reports { emit(ble.handle(report: report, at: time), wall: e.unixMicros) }
-                            }
+                            // In place: no array of reports, no copy of their data.
+                            while try capture.nextReports({ report, at, unix in
+                                let time = ReceiveTime(monoMicros: start + at, wallMicros: unix, clockSynced: true)
+                                emit(ble.handle(report: report, at: time), wall: unix)
+                            }) {}
                         } catch { throw fail(error.description, 65) }
                         guard let next = reader.read() else { throw fail("\(file): cannot read: \(errnoText())", 66) }
                         chunk = next

@@ -14,14 +14,17 @@ public struct ADStructure: Sendable, Equatable {
 }
 
 public enum ADWalker {
-    public static func walk(_ bytes: [UInt8]) -> (structures: [ADStructure], truncated: Bool) {
+    public static func walk(_ bytes: [UInt8]) -> (structures: [ADStructure], truncated: Bool) { walk(bytes[...]) }
+
+    /// The same on a view (a report's data in its event): the structures are views into it.
+    public static func walk(_ bytes: ArraySlice<UInt8>) -> (structures: [ADStructure], truncated: Bool) {
         var out: [ADStructure] = []
         out.reserveCapacity(4)
-        var i = 0
-        while i < bytes.count {
+        var i = bytes.startIndex
+        while i < bytes.endIndex {
             let length = Int(bytes[i])
             if length == 0 { break }
-            guard i + 1 + length <= bytes.count else { return (out, true) }
+            guard i + 1 + length <= bytes.endIndex else { return (out, true) }
             out.append(ADStructure(type: bytes[i + 1], data: bytes[(i + 2)..<(i + 1 + length)]))
             i += 1 + length
         }

@@ -106,7 +106,21 @@ public struct BLEPipeline: Sendable {
     /// Reused by the eviction: last-seen times.
     private var heardAges: [Int64] = []
     private var deviceByAddress: [UInt64: DeviceConfig] = [:]
-    public private(set) var lastProblem: String?
+    /// The last problem of a configured (or learned) device, as text: made when asked, as a busy
+    /// street's keyless encrypted advertiser refuses every advert it sends.
+    public var lastProblem: String? {
+        switch problem {
+        case nil: nil
+        case let .text(text)?: text
+        case let .button(id, address, error)?: "\(id ?? Hex.address(address)): \(error.description)"
+        }
+    }
+    private enum Problem: Sendable {
+        case text(String)
+        /// A configured device's id (nil: learned, named by its address) and why its packet was refused.
+        case button(id: String?, address: UInt64, BTHomeError)
+    }
+    private var problem: Problem?
     /// The last advert a decoder refused, "decoder: reason (address)": what to look at when the
     /// corrupt or implausible counts grow.
     public private(set) var lastRefused: String?
@@ -187,18 +201,20 @@ public struct BLEPipeline: Sendable {
                 note(key, report: report, kind: "bthome", time: time, deviceID: config.id)
                 // The configured address text is the tracker's key (and the outbox's button_memory row).
                 let address = config.match.fields.lazy.compactMap { f -> String? in if case let .text(t) = f.1, f.0 == "address" { return t }; return nil }.first
-                events += button(serviceData, report: report, device: config, trackerAddress: address, time: time)
+                events = button(serviceData, report: report, device: config, trackerAddress: address, time: time)
             } else if learnAll {
                 // Replay without a config: the advertiser is a button of its own, named when it presses.
                 note(key, report: report, kind: "bthome", time: time, deviceID: nil, learned: true)
-                events += button(serviceData, report: report, device: nil, trackerAddress: nil, time: time)
+                events = button(serviceData, report: report, device: nil, trackerAddress: nil, time: time)
             } else {
                 note(key, report: report, kind: "bthome", time: time, deviceID: nil)
             }
         case nil:
             presence.heardSomething(at: time.monoMicros)
         }
-        events += presence.tick(at: time.monoMicros, radioHealthy: radioHealthy).map { presenceEvent($0, time: time) }
+        // Departures are rare: nothing appended (or allocated) for an advert without one.
+        let departures = presence.tick(at: time.monoMicros, radioHealthy: radioHealthy)
+        if !departures.isEmpty { events += departures.map { presenceEvent($0, time: time) } }
         return events
     }
 
@@ -238,25 +254,29 @@ public struct BLEPipeline: Sendable {
             case .encryptedWithoutKey: counters.encryptedWithoutKey += 1
             default: break
             }
-            lastProblem = "\(id(config, address)): \(error.description)"
+            problem = .button(id: config?.id, address: report.addressKey, error)
             return []
         }
         switch buttons.observe(address: report.addressKey, name: address, packet: packet) {
         case let .press(list):
-            let trackerName = address, id = self.id(config, trackerName)
+            let printed = report.addressString  // made once: the learned name and the data's address
+            let trackerName = trackerAddress ?? printed, id = self.id(config, trackerName)
             let ref = DeviceRef(id: id, name: config?.name ?? "BTHome " + trackerName, radio: "ble")
             return list.compactMap { b in
                 guard let eventType = b.event.eventType else { return nil }
-                let key = Self.trackerKey(id, button: b.index)
+                // A learned button is found by its address (no text hashed); a configured one by its id,
+                // the key its injected presses use too.
+                let key: ButtonTracker.Key = config.map { .name(Self.trackerKey($0.id, button: b.index)) } ?? .address(report.addressKey, button: b.index)
                 let type: EventType
                 var suppressed: Int?
-                switch tracker.observeDiscrete(device: key, at: time.monoMicros, continuation: b.event == .holdPress) {
+                switch tracker.observeDiscrete(key: key, at: time.monoMicros, continuation: b.event == .holdPress) {
                 case nil: return nil // within the cooldown: counted, not forwarded
                 case .held?: type = .doorbellHeld
-                case let .pressed(_, _, n)?: (type, suppressed) = (eventType, n)
+                case let .pressed(_, n)?: (type, suppressed) = (eventType, n)
                 }
                 var data: [(String, JSONValue)] = [("button", .number(Double(b.index))), ("event", .string(b.event.name)),
-                                                   ("address", .string(report.addressString))]
+                                                   ("address", .string(printed))]
+                data.reserveCapacity(8)  // all it may hold: grown once, not twice
                 if let id = packet.packetID { data.append(("packet_id", .number(Double(id)))) }
                 if let battery = packet.battery { data.append(("battery_pct", .number(Double(battery)))) }
                 if let rssi = report.rssi { data.append(("rssi_db", .number(Double(rssi)))) }
@@ -268,7 +288,7 @@ public struct BLEPipeline: Sendable {
             }
         case let .replay(last):
             counters.replaysRefused += 1
-            lastProblem = "\(id(config, address)): replayed BTHome packet refused (counter \(packet.counter ?? 0) ≤ \(last))"
+            problem = .text("\(id(config, address)): replayed BTHome packet refused (counter \(packet.counter ?? 0) ≤ \(last))")
             return []
         case .repeated, .noEvent:
             return []
@@ -282,7 +302,7 @@ public struct BLEPipeline: Sendable {
     /// refusal is also its last problem.
     mutating func refused(_ decoder: String, _ reason: String, key: UInt64, report: BLEAdvertisingReport) {
         lastRefused = "\(decoder): \(reason) (\(report.addressString))"
-        if let d = deviceByAddress[key] { lastProblem = "\(d.id): \(reason)" }
+        if let d = deviceByAddress[key] { problem = .text("\(d.id): \(reason)") }
     }
 
     mutating func remember(_ telemetry: EddystoneTelemetry, of uid: EddystoneUID) {

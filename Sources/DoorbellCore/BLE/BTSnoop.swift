@@ -85,6 +85,16 @@ public struct BTSnoopReader: Sendable {
         buffer.append(contentsOf: bytes)
     }
 
+    /// One record as a view into the reader's buffer (valid until the next `feed`): the H4 type
+    /// (nil for an empty packet) and the packet after it. A named struct, not a tuple: a tuple
+    /// with an optional inside is destroyed through its runtime metadata, once per record.
+    public struct Packet: Sendable {
+        public var timeMicros: Int64
+        public var received: Bool
+        public var type: UInt8?
+        public var body: ArraySlice<UInt8>
+    }
+
     /// The next whole record, or nil until more bytes are fed.
     public mutating func next() throws(BTSnoop.Error) -> BTSnoopRecord? {
         guard let p = try nextPacket() else { return nil }
@@ -95,9 +105,8 @@ public struct BTSnoopReader: Sendable {
         return BTSnoopRecord(timeMicros: p.timeMicros, received: p.received, packet: packet)
     }
 
-    /// The next record as a view into the reader's buffer (valid until the next `feed`): the H4
-    /// type (nil for an empty packet) and the packet after it. Replay looks at it without copying.
-    public mutating func nextPacket() throws(BTSnoop.Error) -> (timeMicros: Int64, received: Bool, type: UInt8?, body: ArraySlice<UInt8>)? {
+    /// The next record as a view into the reader's buffer. Replay looks at it without copying.
+    public mutating func nextPacket() throws(BTSnoop.Error) -> Packet? {
         if datalink == nil {
             if buffer.count >= 8, !buffer[0..<8].elementsEqual(BTSnoop.magic) { throw BTSnoop.Error(description: "not a btsnoop file (no \"btsnoop\" header)") }
             guard buffer.count >= 16 else { return nil }
@@ -125,10 +134,10 @@ public struct BTSnoopReader: Sendable {
             // Unencapsulated HCI: the type comes from the flags (events are the only
             // controller→host command/event packets).
             let type: UInt8 = flags & 2 == 2 ? (received ? 0x04 : 0x01) : 0x02
-            return (time, received, type, buffer[i + 24..<i + 24 + included])
+            return Packet(timeMicros: time, received: received, type: type, body: buffer[i + 24..<i + 24 + included])
         }
-        guard included > 0 else { return (time, received, nil, buffer[i + 24..<i + 24]) }
-        return (time, received, buffer[i + 24], buffer[i + 25..<i + 24 + included])
+        guard included > 0 else { return Packet(timeMicros: time, received: received, type: nil, body: buffer[i + 24..<i + 24]) }
+        return Packet(timeMicros: time, received: received, type: buffer[i + 24], body: buffer[i + 25..<i + 24 + included])
     }
 
     /// The file ended: an error when it ended inside the header or a record.

@@ -18,14 +18,20 @@ public struct BLEAdvertisingReport: Sendable, Equatable {
     /// Legacy: 0 ADV_IND … 4 SCAN_RSP; extended: the 16-bit event-type bit field.
     public var eventType: UInt16
     public var rssi: Int8?
-    public var data: [UInt8]
+    /// The advertising data, a view into the event's bytes (read in place: no copy per report);
+    /// index from `data.startIndex`.
+    public var data: ArraySlice<UInt8>
     public var extended: Bool
 
     public init(address: [UInt8], addressType: UInt8 = 1, eventType: UInt16 = 3, rssi: Int8?, data: [UInt8], extended: Bool = false) {
-        self.init(addressKey: Self.key(address), addressType: addressType, eventType: eventType, rssi: rssi, data: data, extended: extended)
+        self.init(addressKey: Self.key(address), addressType: addressType, eventType: eventType, rssi: rssi, data: data[...], extended: extended)
     }
 
     public init(addressKey: UInt64, addressType: UInt8, eventType: UInt16, rssi: Int8?, data: [UInt8], extended: Bool) {
+        self.init(addressKey: addressKey, addressType: addressType, eventType: eventType, rssi: rssi, data: data[...], extended: extended)
+    }
+
+    public init(addressKey: UInt64, addressType: UInt8, eventType: UInt16, rssi: Int8?, data: ArraySlice<UInt8>, extended: Bool) {
         self.addressKey = addressKey
         self.addressType = addressType
         self.eventType = eventType
@@ -151,13 +157,11 @@ public enum HCIEvent: Sendable, Equatable {
     /// The reports of an LE advertising report event (`code len params`, legacy or extended), read
     /// in place; nil for any other event or a malformed one.
     public static func advertisingReports(_ p: ArraySlice<UInt8>) -> [BLEAdvertisingReport]? {
-        let b = p.startIndex
-        guard p.count >= 3, p[b] == leMetaCode, Int(p[b + 1]) == p.count - 2 else { return nil }
-        switch p[b + 2] {
-        case 0x02: return legacyReports(p, from: b + 3)
-        case 0x0D: return extendedReports(p, from: b + 3)
-        default: return nil
-        }
+        guard var cursor = AdvertisingReportCursor(p) else { return nil }
+        var out: [BLEAdvertisingReport] = []
+        out.reserveCapacity(cursor.remaining)
+        while let r = cursor.next() { out.append(r) }
+        return out
     }
 
     /// The air's little-endian address as the 48-bit key (most significant byte high).
@@ -166,44 +170,78 @@ public enum HCIEvent: Sendable, Equatable {
         for j in (i..<i + 6).reversed() { key = key << 8 | UInt64(p[j]) }
         return key
     }
+}
 
-    /// Num_Reports, then per report: event type, address type, address (6), data length, data, RSSI.
-    /// Core 5.x lays the reports out one after another (the pre-4.2 arrays-of-fields layout is
-    /// only ever used with one report, where both are the same).
-    static func legacyReports(_ p: ArraySlice<UInt8>, from start: Int) -> [BLEAdvertisingReport]? {
-        guard start < p.endIndex, case let n = p[start], n >= 1 else { return nil }
-        var out: [BLEAdvertisingReport] = []
-        out.reserveCapacity(Int(n))
+/// The reports of one LE advertising report event, taken one at a time where they lie: replay
+/// and the radio's hot path make no array of reports and copy no advertising data (each report's
+/// `data` is a view into the event's bytes). The event is checked whole first, so a malformed one
+/// yields nothing, as `HCIEvent.advertisingReports` returns nil for it.
+public struct AdvertisingReportCursor: Sendable {
+    private let bytes: ArraySlice<UInt8>
+    private let extended: Bool
+    /// The next report's first byte.
+    private var position: Int
+    /// Reports not taken yet.
+    public private(set) var remaining: Int
+
+    /// nil for any other event or a malformed one (`code len params`).
+    public init?(_ p: ArraySlice<UInt8>) {
+        let b = p.startIndex
+        guard p.count >= 3, p[b] == HCIEvent.leMetaCode, Int(p[b + 1]) == p.count - 2 else { return nil }
+        let extended: Bool
+        switch p[b + 2] {
+        case 0x02: extended = false
+        case 0x0D: extended = true
+        default: return nil
+        }
+        let start = b + 3
+        guard start < p.endIndex, case let n = Int(p[start]), n >= 1 else { return nil }
+        // Walk the lengths once: every report must lie inside the event and end exactly at its end.
         var i = start + 1
         for _ in 0..<n {
-            guard i + 9 <= p.endIndex else { return nil }
-            let length = Int(p[i + 8])
-            guard i + 9 + length + 1 <= p.endIndex, length <= 31 else { return nil }
-            let rssi = Int8(bitPattern: p[i + 9 + length])
-            out.append(BLEAdvertisingReport(addressKey: addressKey(p, at: i + 2), addressType: p[i + 1], eventType: UInt16(p[i]),
-                                            rssi: rssi == 127 ? nil : rssi, data: Array(p[i + 9..<i + 9 + length]), extended: false))
-            i += 10 + length
+            guard let next = Self.end(ofReportAt: i, in: p, extended: extended) else { return nil }
+            i = next
         }
-        return i == p.endIndex ? out : nil
+        guard i == p.endIndex else { return nil }
+        (bytes, self.extended, position, remaining) = (p, extended, start + 1, n)
     }
 
-    /// Per report: event type (2), address type, address (6), primary/secondary PHY, SID, TX power,
+    /// Where the report at `i` ends; nil when it runs past the event (or, legacy, holds more
+    /// than 31 bytes of data).
+    /// Legacy: event type, address type, address (6), data length, data, RSSI. Core 5.x lays the
+    /// reports out one after another (the pre-4.2 arrays-of-fields layout is only ever used with
+    /// one report, where both are the same).
+    /// Extended: event type (2), address type, address (6), primary/secondary PHY, SID, TX power,
     /// RSSI, periodic interval (2), direct address type and address (7), data length, data.
-    static func extendedReports(_ p: ArraySlice<UInt8>, from start: Int) -> [BLEAdvertisingReport]? {
-        guard start < p.endIndex, case let n = p[start], n >= 1 else { return nil }
-        var out: [BLEAdvertisingReport] = []
-        out.reserveCapacity(Int(n))
-        var i = start + 1
-        for _ in 0..<n {
+    private static func end(ofReportAt i: Int, in p: ArraySlice<UInt8>, extended: Bool) -> Int? {
+        if extended {
             guard i + 24 <= p.endIndex else { return nil }
             let length = Int(p[i + 23])
             guard i + 24 + length <= p.endIndex else { return nil }
-            let rssi = Int8(bitPattern: p[i + 13])
-            out.append(BLEAdvertisingReport(addressKey: addressKey(p, at: i + 3), addressType: p[i + 2], eventType: UInt16(p[i]) | UInt16(p[i + 1]) << 8,
-                                            rssi: rssi == 127 ? nil : rssi, data: Array(p[i + 24..<i + 24 + length]), extended: true))
-            i += 24 + length
+            return i + 24 + length
         }
-        return i == p.endIndex ? out : nil
+        guard i + 9 <= p.endIndex else { return nil }
+        let length = Int(p[i + 8])
+        guard i + 9 + length + 1 <= p.endIndex, length <= 31 else { return nil }
+        return i + 10 + length
+    }
+
+    public mutating func next() -> BLEAdvertisingReport? {
+        guard remaining > 0 else { return nil }
+        remaining -= 1
+        let p = bytes, i = position
+        if extended {
+            let length = Int(p[i + 23])
+            let rssi = Int8(bitPattern: p[i + 13])
+            position = i + 24 + length
+            return BLEAdvertisingReport(addressKey: HCIEvent.addressKey(p, at: i + 3), addressType: p[i + 2], eventType: UInt16(p[i]) | UInt16(p[i + 1]) << 8,
+                                        rssi: rssi == 127 ? nil : rssi, data: p[i + 24..<i + 24 + length], extended: true)
+        }
+        let length = Int(p[i + 8])
+        let rssi = Int8(bitPattern: p[i + 9 + length])
+        position = i + 10 + length
+        return BLEAdvertisingReport(addressKey: HCIEvent.addressKey(p, at: i + 2), addressType: p[i + 1], eventType: UInt16(p[i]),
+                                    rssi: rssi == 127 ? nil : rssi, data: p[i + 9..<i + 9 + length], extended: false)
     }
 }
 
