@@ -14,6 +14,9 @@ esac
 # Cross packages (make deb ARCH=arm64): the build root and sysroots come from mmdebstrap; the arm64
 # package is stripped with binutils-aarch64-linux-gnu and its binaries run by qemu-user-static.
 packages+=(mmdebstrap binutils-aarch64-linux-gnu qemu-user-static)
+# The field image (make image): the partition table, the FAT boot partition and its files, ext4
+# with -d, the compressed image (scripts/image/build-image.sh).
+packages+=(fdisk dosfstools mtools e2fsprogs xz-utils git)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
