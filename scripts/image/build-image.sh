@@ -75,13 +75,15 @@ export SOURCE_DATE_EPOCH
 work=$out/$BOARD.tmp
 tree=$work/tree
 root=$tree/root
-cleanup() { if mountpoint -q "$root/proc" 2>/dev/null; then umount "$root/proc"; fi; }
+cleanup() { for m in proc dev; do if mountpoint -q "$root/$m" 2>/dev/null; then umount "$root/$m"; fi; done; }
 trap cleanup EXIT
 rm -rf "$work"
 mkdir -p "$tree"
 cp -a "$base/root" "$root"
 [ "${IMAGE_FRESH:-0}" != 1 ] || rm -rf "$base"
+# The chroot's maintainer scripts and hooks need /proc (ischroot) and /dev/null.
 mount -t proc proc "$root/proc"
+mount --bind /dev "$root/dev"
 # The board's boot files: raspi-firmware's settings, then its kernel hook again (it writes
 # config.txt and cmdline.txt from them, as on a Debian Pi at every kernel update).
 printf 'ROOTPART=PARTUUID=%s\nCONSOLES="%s"\n' "$(part_uuid 2)" "$IMAGE_CONSOLES" > "$root/etc/default/raspi-firmware"
@@ -91,7 +93,7 @@ rm -f "$root/etc/default/raspi-firmware-custom"
 [ -z "$IMAGE_CONFIG_TXT" ] || printf '%s\n' "$IMAGE_CONFIG_TXT" > "$root/etc/default/raspi-firmware-custom"
 chroot "$root" env DEB_MAINT_PARAMS=configure /etc/kernel/postinst.d/z50-raspi-firmware >&2
 "$here/customize.sh" "$root" "$BOARD" "$deb"
-umount "$root/proc"
+cleanup
 split_tree "$tree"
 for dtb in $IMAGE_DTBS; do
   [ -f "$tree/boot/$dtb" ] || die "the boot partition has no $dtb: Debian's kernel $(ls "$root/lib/modules") has no device tree for $BOARD (see board/$BOARD/image.conf)"
