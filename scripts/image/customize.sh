@@ -32,10 +32,12 @@ sed -i 's/^#\?AutoEnable=.*/AutoEnable=false/' "$root/etc/bluetooth/main.conf"
 # The read-only root: what is written in operation is on the data partition (build-image.sh moves
 # it there), bound back where Debian and the agent expect it. nofail: a box whose data partition
 # is damaged still boots and stays reachable (the agent then cannot start: its state is not there).
+# The partitions' wait is long (300 s, not 30): in the emulated rig udev announced them after 30 s
+# and the data mount, its binds and the agent all failed with "dependency".
 cat > "$root/etc/fstab" <<EOF
 # The field image (scripts/image/layout.conf). The root is the slot cmdline.txt names (root=, ro).
-PARTUUID=$(part_uuid 1) /boot/firmware vfat rw,noatime,umask=0077,nofail,x-systemd.device-timeout=30s 0 2
-PARTUUID=$(part_uuid 4) /data ext4 rw,noatime,nofail,x-systemd.device-timeout=30s 0 2
+PARTUUID=$(part_uuid 1) /boot/firmware vfat rw,noatime,umask=0077,nofail,x-systemd.device-timeout=300s 0 2
+PARTUUID=$(part_uuid 4) /data ext4 rw,noatime,nofail,x-systemd.device-timeout=300s 0 2
 /data/lib/doorbell-agent /var/lib/doorbell-agent none bind,nofail,x-systemd.requires-mounts-for=/data 0 0
 /data/lib/bluetooth /var/lib/bluetooth none bind,nofail,x-systemd.requires-mounts-for=/data 0 0
 /data/lib/systemd /var/lib/systemd none bind,nofail,x-systemd.requires-mounts-for=/data 0 0
