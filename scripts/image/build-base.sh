@@ -24,12 +24,13 @@ SOURCE_DATE_EPOCH=$(git -C "$repo" log -1 --format=%ct -- "${inputs[@]}")
 export SOURCE_DATE_EPOCH
 
 # The agent's Depends (read from the file that writes them, as the rig does), Debian's kernel and
-# Pi firmware, the time service, BlueZ and the Pi's Bluetooth firmware, Wi-Fi, RAUC, rtl-433, ssh
-# for the installer's key, busybox for the initramfs's machine-id script.
+# Pi firmware, the time service, BlueZ and the Pi's Bluetooth firmware, Wi-Fi, RAUC (the `rauc`
+# command needs `rauc-service`, its D-Bus service: test_image.py found `rauc status` failing without
+# it), rtl-433, ssh for the installer's key, busybox for the initramfs's machine-id script.
 depends=$(tr ',' '\n' < "$repo/packaging/deb/depends-trixie" | sed 's/(.*)//; s/[[:space:]]//g' | grep -v '^$')
 packages=(systemd systemd-sysv systemd-timesyncd systemd-resolved udev dbus kmod iproute2 ca-certificates
   linux-image-arm64 initramfs-tools busybox raspi-firmware firmware-brcm80211 bluez bluez-firmware
-  wpasupplicant rtl-433 rauc openssh-server dosfstools e2fsprogs $depends)
+  wpasupplicant rtl-433 rauc rauc-service openssh-server dosfstools e2fsprogs $depends)
 key=$( (cat "${inputs[@]}"; echo "${packages[*]} $SOURCE_DATE_EPOCH $MIRROR") | sha256sum | cut -c1-16)
 dir=$IMAGE_CACHE/base-$key
 [ "${IMAGE_FRESH:-0}" != 1 ] || dir=$IMAGE_CACHE/fresh-$$
