@@ -3,7 +3,7 @@ SHELL := /bin/bash
 SWIFT ?= swift
 CLOUD_BIN := cloud/.build/debug/doorbell-cloud
 
-.PHONY: all deps build build-cloud demo test test-field deb fuzz bench clean
+.PHONY: all deps build build-cloud demo test test-field test-image deb image fuzz bench clean
 
 all: build
 
@@ -25,6 +25,18 @@ demo: build build-cloud
 # ARCH=amd64|arm64 and/or DIST=bookworm|trixie cross-built with Debian's Swift (scripts/cross/).
 deb: deps
 	ARCH=$(ARCH) DIST=$(DIST) scripts/make-deb.sh
+
+# The field image for a Raspberry Pi board profile (board/<name>/image.conf): Debian 13 arm64,
+# the agent's arm64 trixie .deb, A/B root slots and a data partition (scripts/image/; root, ≈ 30
+# min cold, the root tree cached in /var/cache/doorbell-image). Output in .work/image/.
+image: deps
+	@[ -n "$(BOARD)" ] || { echo "make image: say which board, e.g. make image BOARD=raspberrypi-4" >&2; exit 64; }
+	BOARD=$(BOARD) scripts/image/build-image.sh
+
+# The image itself booted in the field rig's emulated aarch64 board (scripts/field-rig/test_image.py;
+# BOARD default raspberrypi-4). Not in make test yet: its run time is in the README.
+test-image: deps
+	scripts/field-rig/run-image.sh $(or $(BOARD),raspberrypi-4)
 
 # Every test: unit, property, and integration with real rtl_433, SQLite, HTTPS and processes.
 test: deps build-cloud

@@ -18,6 +18,9 @@ case $(dpkg --print-architecture) in
   arm64) packages+=(binutils-x86-64-linux-gnu) ;;
 esac
 packages+=(mmdebstrap qemu-user-static)
+# The field image (make image): the partition table, the FAT boot partition and its files, ext4
+# with -d, the compressed image (scripts/image/build-image.sh).
+packages+=(fdisk dosfstools mtools e2fsprogs xz-utils git)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

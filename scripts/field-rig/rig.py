@@ -75,14 +75,16 @@ def rootfs_dir(ntp="timesyncd", arch=None, dist=None):
     return out.strip().splitlines()[-1]
 
 
-def qemu_command(arch, host_arch, kvm, base, disk, share, console_log, memory_mb=1024):
+def qemu_command(arch, host_arch, kvm, base, disk, share, console_log, memory_mb=1024, cmdline=None):
     """The command line that boots a guest of `arch` on a `host_arch` host: Debian's kernel and
-    initrd from the root file system's cache directory `base`, its disk, the 9p share."""
+    initrd from the directory `base`, its disk, the 9p share. cmdline: the kernel's arguments
+    before the console (default: the rig's root file system on /dev/vda, read-write)."""
     machine, tty = qemu_machine(arch, host_arch, kvm)
+    cmdline = cmdline or "root=/dev/vda rw"
     return machine + [
         "-m", str(memory_mb), "-no-reboot", "-display", "none", "-monitor", "none", "-nodefaults",
         "-kernel", os.path.join(base, "vmlinuz"), "-initrd", os.path.join(base, "initrd.img"),
-        "-append", f"root=/dev/vda rw console={tty} panic=-1 systemd.show_status=0 net.ifnames=0",
+        "-append", f"{cmdline} console={tty} panic=-1 systemd.show_status=0 net.ifnames=0",
         "-drive", f"file={disk},if=none,id=d0,format=qcow2,cache=writeback", "-device", "virtio-blk-pci,drive=d0",
         "-fsdev", f"local,id=rig,path={share},security_model=none", "-device", "virtio-9p-pci,fsdev=rig,mount_tag=rig",
         "-netdev", "user,id=n0,ipv6=off", "-device", "virtio-net-pci,netdev=n0",
@@ -123,6 +125,7 @@ class Guest:
         self.proc = None
         self.seq = 0
         self.boots = 0
+        self.cmdline = None  # the kernel's arguments: qemu_command's default
 
     def path(self, *p):
         return os.path.join(self.share, *p)
@@ -135,7 +138,7 @@ class Guest:
             os.remove(ready)
         self.boots += 1
         cmd = qemu_command(self.arch, HOST_ARCH, kvm_usable(), self.base, self.disk, self.share,
-                           os.path.join(self.dir, f"console-{self.boots}.log"), self.memory_mb)
+                           os.path.join(self.dir, f"console-{self.boots}.log"), self.memory_mb, self.cmdline)
         if self.serial_tcp_port:
             # ttyS1: an H4 UART whose other end is a Bumble controller on the host.
             cmd += ["-chardev", f"socket,id=bt,host=127.0.0.1,port={self.serial_tcp_port},reconnect=1", "-serial", "chardev:bt"]

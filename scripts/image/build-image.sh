@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# make image BOARD=raspberrypi-4 (issue #29): the field image, one file that Raspberry Pi Imager or
+# dd writes to an SD card as it is. build-base.sh's Debian 13 arm64 root (cached; Debian's kernel,
+# raspi-firmware, rauc, rtl-433, ...), copied and made this board's: raspi-firmware's hook writes
+# config.txt and cmdline.txt from the board's settings (board/<board>/image.conf), the agent's
+# arm64 trixie .deb is installed and enabled with the board's agent.toml (customize.sh), and the
+# disk is laid out as scripts/image/layout.conf says (boot, root A, root B, data) with sfdisk,
+# mkfs.fat + mtools and mkfs.ext4 -d.
+#
+# Reproducible: SOURCE_DATE_EPOCH is the git commit's time; file system ids, serials and
+# timestamps are fixed; the same inputs (the repository, the .deb, the Debian archive's state)
+# give the same bytes. IMAGE_FRESH=1 also builds the base root again, without the cache.
+#
+# Inputs: BOARD (a board/<name> with image.conf); IMAGE_DEB (default: the newest
+# .work/deb/trixie/doorbell-agent_*_arm64.deb, built by `make deb ARCH=arm64 DIST=trixie` if none).
+# Output: .work/image/doorbell-<board>-<version>.img.xz, .img.xz.sha256 and .packages (the root's
+# dpkg-query list, also printed). Needs root (mmdebstrap, chroot, binfmt_misc).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+repo=$PWD
+here=$repo/scripts/image
+die() { echo "build-image: $*" >&2; exit 1; }
+
+BOARD=${BOARD:-${1:-}}
+boards=$(cd board && ls -d */image.conf 2>/dev/null | sed 's|/image.conf||' | tr '\n' ' ')
+[ -n "$BOARD" ] || { echo "build-image: usage: make image BOARD=<board> (one of: $boards)" >&2; exit 64; }
+[ -f "board/$BOARD/image.conf" ] || { echo "build-image: board $BOARD has no field image (board/$BOARD/image.conf); boards with one: $boards" >&2; exit 64; }
+[ -f "board/$BOARD/agent.toml" ] || die "board/$BOARD/agent.toml is missing"
+# shellcheck source=layout.conf
+. "$here/layout.conf"
+# shellcheck disable=SC1090
+. "board/$BOARD/image.conf"
+out=$repo/.work/image
+
+[ "$(id -u)" -eq 0 ] || die "needs root (mmdebstrap --mode=root, chroot, binfmt_misc): run it as root"
+for tool in mmdebstrap sfdisk mkfs.fat mmd mcopy mkfs.ext4 xz dpkg-deb git; do
+  command -v $tool >/dev/null || die "$tool is missing: scripts/install-deps.sh installs it (mmdebstrap, fdisk, dosfstools, mtools, e2fsprogs, xz-utils, dpkg-dev, git)"
+done
+
+deb=${IMAGE_DEB:-$(ls -t .work/deb/trixie/doorbell-agent_*_arm64.deb 2>/dev/null | head -1)}
+if [ -z "$deb" ]; then
+  echo "build-image: no arm64 trixie package yet: make deb ARCH=arm64 DIST=trixie" >&2
+  ARCH=arm64 DIST=trixie nice -n 10 scripts/make-deb.sh >&2
+  deb=$(ls -t .work/deb/trixie/doorbell-agent_*_arm64.deb | head -1)
+fi
+deb=$(realpath "$deb")
+[ "$(dpkg-deb -f "$deb" Architecture)" = arm64 ] || die "$deb is not an arm64 package (IMAGE_DEB)"
+version=$(dpkg-deb -f "$deb" Version)
+
+part_uuid() { printf '%s-%02d' "$DISK_ID" "$1"; }
+
+split_tree() {
+  # What is written in operation moves to the data partition; the root keeps empty mount points
+  # with the same owner and mode (fstab binds them). The FAT partition's files leave the root.
+  local t=$1 root=$1/root from to
+  mkdir -p "$t/boot" "$t/data/lib" "$t/data/etc"
+  mv "$root/boot/firmware/"* "$t/boot/"
+  for pair in var/lib/doorbell-agent:lib/doorbell-agent var/lib/bluetooth:lib/bluetooth var/lib/systemd:lib/systemd \
+              var/log:log etc/doorbell-agent:etc/doorbell-agent; do
+    from=$root/${pair%%:*} to=$t/data/${pair#*:}
+    mkdir -p "$from"
+    cp -a "$from" "$to"
+    find "$from" -mindepth 1 -delete
+  done
+  install -d -m 0755 "$t/data/rauc" "$root/data"
+  install -d -m 0700 "$t/data/ssh"
+  # The journal's directory on the data partition (journald makes the machine's own below it).
+  install -d -m 2755 -g "$(awk -F: '$1 == "systemd-journal" {print $3}' "$root/etc/group")" "$t/data/log/journal"
+}
+
+base=$("$here/build-base.sh" | tail -1)
+# The image's own epoch (the base has its inputs'): every file newer than it is clamped to it.
+SOURCE_DATE_EPOCH=$(git log -1 --format=%ct)
+export SOURCE_DATE_EPOCH
+work=$out/$BOARD.tmp
+tree=$work/tree
+root=$tree/root
+cleanup() { for m in proc dev; do if mountpoint -q "$root/$m" 2>/dev/null; then umount "$root/$m"; fi; done; }
+trap cleanup EXIT
+rm -rf "$work"
+mkdir -p "$tree"
+cp -a "$base/root" "$root"
+[ "${IMAGE_FRESH:-0}" != 1 ] || rm -rf "$base"
+# The chroot's maintainer scripts and hooks need /proc (ischroot) and /dev/null.
+mount -t proc proc "$root/proc"
+mount --bind /dev "$root/dev"
+# The board's boot files: raspi-firmware's settings, then its kernel hook again (it writes
+# config.txt and cmdline.txt from them, as on a Debian Pi at every kernel update).
+printf 'ROOTPART=PARTUUID=%s\nCONSOLES="%s"\n' "$(part_uuid 2)" "$IMAGE_CONSOLES" > "$root/etc/default/raspi-firmware"
+# The hook writes "rw"; the kernel and systemd take the last of rw/ro: the root stays read-only.
+echo "ro" > "$root/etc/default/raspi-extra-cmdline"
+rm -f "$root/etc/default/raspi-firmware-custom"
+[ -z "$IMAGE_CONFIG_TXT" ] || printf '%s\n' "$IMAGE_CONFIG_TXT" > "$root/etc/default/raspi-firmware-custom"
+chroot "$root" env DEB_MAINT_PARAMS=configure /etc/kernel/postinst.d/z50-raspi-firmware >&2
+"$here/customize.sh" "$root" "$BOARD" "$deb"
+cleanup
+split_tree "$tree"
+for dtb in $IMAGE_DTBS; do
+  [ -f "$tree/boot/$dtb" ] || die "the boot partition has no $dtb: Debian's kernel $(ls "$root/lib/modules") has no device tree for $BOARD (see board/$BOARD/image.conf)"
+done
+grep -q "root=PARTUUID=$(part_uuid 2) " "$tree/boot/cmdline.txt" || die "raspi-firmware's cmdline.txt does not boot slot A: $(cat "$tree/boot/cmdline.txt")"
+install -m 0644 "$here/doorbell.toml" "$tree/boot/doorbell.toml"
+
+# The partitions, each a file first, with fixed ids and every timestamp clamped to
+# SOURCE_DATE_EPOCH (files made while building carry the build's time).
+find "$tree" -newermt "@$SOURCE_DATE_EPOCH" -print0 | xargs -0r touch --no-dereference --date="@$SOURCE_DATE_EPOCH"
+export E2FSPROGS_FAKE_TIME=$SOURCE_DATE_EPOCH
+mkfs.fat -F 32 -n BOOT -i "$BOOT_SERIAL" --invariant -C "$work/boot.img" $((BOOT_MB * 1024)) >/dev/null
+# mtools in sorted order (not the directory's), so the FAT's entries are the same on every host;
+# mtools takes its own timestamps from SOURCE_DATE_EPOCH.
+(cd "$tree/boot" && find . -mindepth 1 -type d | LC_ALL=C sort | sed 's|^\./||' | while read -r d; do mmd -i "$work/boot.img" "::$d"; done
+ find . -type f | LC_ALL=C sort | sed 's|^\./||' | while read -r f; do mcopy -m -i "$work/boot.img" "$f" "::$f"; done)
+used_mb=$(du -s -B1M "$root" | cut -f1)
+[ "$used_mb" -lt $((ROOT_MB * 9 / 10)) ] || die "the root file system needs ${used_mb} MiB, more than 90% of a ${ROOT_MB} MiB slot: raise ROOT_MB in scripts/image/layout.conf (every slot and bundle follows it)"
+mkfs.ext4 -q -F -L rootfs -U "$ROOT_UUID" -E "hash_seed=$EXT4_HASH_SEED,root_owner=0:0" -m 0 -d "$root" "$work/root.img" "${ROOT_MB}M"
+mkfs.ext4 -q -F -L data -U "$DATA_UUID" -E "hash_seed=$EXT4_HASH_SEED,root_owner=0:0" -d "$tree/data" "$work/data.img" "${DATA_MB}M"
+
+name=doorbell-$BOARD-$version
+img=$work/$name.img
+start_mb=4
+total_mb=$((start_mb + BOOT_MB + 2 * ROOT_MB + DATA_MB))
+truncate -s $((total_mb * 1024 * 1024)) "$img"
+sfdisk --quiet "$img" <<EOF
+label: dos
+label-id: 0x$DISK_ID
+unit: sectors
+$((start_mb * 2048)),$((BOOT_MB * 2048)),c,*
+$(((start_mb + BOOT_MB) * 2048)),$((ROOT_MB * 2048)),83
+$(((start_mb + BOOT_MB + ROOT_MB) * 2048)),$((ROOT_MB * 2048)),83
+$(((start_mb + BOOT_MB + 2 * ROOT_MB) * 2048)),$((DATA_MB * 2048)),83
+EOF
+# Slot B stays empty (zeros) until RAUC installs into it.
+dd if="$work/boot.img" of="$img" bs=1M seek=$start_mb conv=notrunc,sparse status=none
+dd if="$work/root.img" of="$img" bs=1M seek=$((start_mb + BOOT_MB)) conv=notrunc,sparse status=none
+dd if="$work/data.img" of="$img" bs=1M seek=$((start_mb + BOOT_MB + 2 * ROOT_MB)) conv=notrunc,sparse status=none
+# -T2: xz's multi-threaded output depends on its block size, not on the number of threads.
+nice -n 10 xz -T2 -6 -c "$img" > "$work/$name.img.xz"
+dpkg-query --admindir="$root/var/lib/dpkg" -W -f '${Package}\t${Version}\t${Architecture}\n' > "$work/$name.packages"
+mv "$work/$name.img.xz" "$work/$name.packages" "$out/"
+(cd "$out" && sha256sum "$name.img.xz" > "$name.img.xz.sha256")
+rm -rf "$work"
+cat "$out/$name.packages"
+echo "build-image: $(wc -l < "$out/$name.packages") packages, root ${used_mb} MiB of a ${ROOT_MB} MiB slot"
+echo "build-image: $out/$name.img.xz: $(du -h "$out/$name.img.xz" | cut -f1) compressed, $total_mb MiB on the card"
+cat "$out/$name.img.xz.sha256"
