@@ -99,7 +99,11 @@ for dtb in $IMAGE_DTBS; do
   [ -f "$tree/boot/$dtb" ] || die "the boot partition has no $dtb: Debian's kernel $(ls "$root/lib/modules") has no device tree for $BOARD (see board/$BOARD/image.conf)"
 done
 grep -q "root=PARTUUID=$(part_uuid 2) " "$tree/boot/cmdline.txt" || die "raspi-firmware's cmdline.txt does not boot slot A: $(cat "$tree/boot/cmdline.txt")"
-install -m 0644 "$here/doorbell.toml" "$tree/boot/doorbell.toml"
+# The installer's file is the board's agent.toml with a [provision] table: provision installs it
+# (without that table) as /etc/doorbell-agent/agent.toml, so the board's settings come along.
+{ sed '/^\[provision\]/,$d' "$here/doorbell.toml"; cat "board/$BOARD/agent.toml"; echo
+  sed -n '/^\[provision\]/,$p' "$here/doorbell.toml"; } > "$work/doorbell.toml"
+install -m 0644 "$work/doorbell.toml" "$tree/boot/doorbell.toml"
 
 # The partitions, each a file first, with fixed ids and every timestamp clamped to
 # SOURCE_DATE_EPOCH (files made while building carry the build's time).
