@@ -330,14 +330,14 @@ gpio_pulse = {{ chip = "{CHIP}", line = {RELAY_LINE}, duration_ms = {CHIME_MS} }
         # Waiting this long after a press's event shows that no second one follows: past the
         # repeat gap (448 T at the setting, 2.7 s) and the chime's run.
         settle = 448 * DECODE_MAX_UNIT / 1e6 + 1.5
-        results, valid_missed, valid_at_decode_unit = {}, [], 0
+        results, valid_missed, valid_at_decode_unit, decoded_at_decode_unit = {}, [], 0, 0
         for unit in DECODE_SWEEP:
             decoded = 0
             # At DECODE_UNIT a loaded host may spoil a press on the line itself (its levels stretched
             # by whole time units): up to DECODE_EXTRA more presses until one was driven valid.
             attempts = DECODE_PRESSES + (DECODE_EXTRA if unit == DECODE_UNIT else 0)
             for i in range(attempts):
-                if unit == DECODE_UNIT and i >= DECODE_PRESSES and valid_at_decode_unit:
+                if unit == DECODE_UNIT and i >= DECODE_PRESSES and (valid_at_decode_unit or decoded_at_decode_unit):
                     break
                 device, code = f"slow{unit}-{i}", code_for(unit, i)
                 before, runs = len(self.bodies(device)), self.status()["actions"][0]["runs"]
@@ -356,6 +356,7 @@ gpio_pulse = {{ chip = "{CHIP}", line = {RELAY_LINE}, duration_ms = {CHIME_MS} }
                 self.assertEqual(rings, len(got), "one ring per delivered press, none for a press not decoded")
                 if arrived:
                     decoded += 1
+                    decoded_at_decode_unit += unit == DECODE_UNIT
                     self.assertEqual(got[0]["type"], "doorbell.pressed")
                     self.assertEqual(got[0]["data"]["code"], f"{code:06x}")
                 # Two consecutive clean words (the decoder's confirmation; a damaged word between
@@ -367,10 +368,12 @@ gpio_pulse = {{ chip = "{CHIP}", line = {RELAY_LINE}, duration_ms = {CHIME_MS} }
             results[unit] = f"{decoded}/{i + 1}"
             rig.log(f"slow press T={unit} µs: {decoded}/{i + 1} decoded, each one event")
         self.assertEqual(valid_missed, [], f"valid presses at T={DECODE_UNIT} µs not decoded; decoded per T: {results}")
-        if not valid_at_decode_unit:
+        # clean_run is stricter than the decoder (CI, 2026-11-28: 5 of 6 presses at 4 ms decoded, none
+        # with clean_run 2), so a decoded press proves the path as well as a clean one would.
+        if not valid_at_decode_unit and not decoded_at_decode_unit:
             why = (f"the guest drove no valid press at T={DECODE_UNIT} µs in {DECODE_PRESSES + DECODE_EXTRA} tries "
-                   f"(every word had a level off by T/2 or more: the host is too loaded to keep the guest's time); "
-                   f"decoded per T: {results}")
+                   f"and decoded none (every word had a level off by T/2 or more: the host is too loaded to keep "
+                   f"the guest's time); decoded per T: {results}")
             if self.g.slowness() > 1:
                 # The emulated board under a loaded host (2026-11-27, load 4-9: p90 level errors of
                 # 2-3 T, no clean word in 21 presses). The PC guest, whose time keeps, must decode.
