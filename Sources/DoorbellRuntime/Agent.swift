@@ -148,6 +148,10 @@ public final class Agent: @unchecked Sendable {
         func started(_ start: () throws(ThreadStartError) -> Void) throws(AgentStartError) {
             do { try start() } catch { throw AgentStartError(description: error.description, exitCode: 71) }
         }
+        // The outbox's fsyncs, before anything appends: radios commit and go on reading.
+        try started { () throws(ThreadStartError) in
+            try outbox.startSyncer(loops.heartbeat("outbox-sync", periodMicros: Self.syncerHeartbeatMicros))
+        }
         try started(runSpillRetries)
         if !config.actions.isEmpty { actions.withLock { $0 = makeActionRunner(config.actions) } }
         let d = try makeDeliverer(config)
@@ -190,9 +194,15 @@ public final class Agent: @unchecked Sendable {
         deliverer?.stop(graceMicros: uplinkGraceMicros)
         mqttSink?.stop()
         control?.stop()
+        // Every fsync still owed is made (what it covers is then stored), then the file closes.
+        outbox.stopSyncer()
         outbox.close()
         log.notice("agent.stopped", [])
     }
+
+    /// The syncer beats at least this often while idle; one fsync stuck longer than two of
+    /// these and the grace is a stuck loop (a storage device that no longer answers).
+    static let syncerHeartbeatMicros: Int64 = 30_000_000
 
     // MARK: - Liveness and service manager
 

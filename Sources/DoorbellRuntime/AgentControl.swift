@@ -123,7 +123,7 @@ extension Agent {
             return ControlResponse.failure(why)
         }
         var ids: [String] = []
-        for event in events { if let entry = accept(event) { ids.append(entry.id) } }
+        for event in events { if let entry = accept(event, waitForStorage: true) { ids.append(entry.id) } }
         guard !ids.isEmpty else {
             return ControlResponse.failure("the outbox refused the event: \(counters.snapshot.outboxError ?? "unknown error")")
         }

@@ -145,14 +145,19 @@ extension Agent {
         for (address, m) in saved where c.unsavedButtonMemory[address] == m { c.unsavedButtonMemory[address] = nil }
     }
 
-    /// Makes an event durable (one transaction, one fsync), waking the uplink during the fsync.
+    /// Makes an event durable (one transaction, one fsync), handing it to the uplink before the
+    /// fsync; `waitForStorage`: returns once it is stored (the fsync returned), as `agentctl
+    /// inject` answers.
     @discardableResult
-    func accept(_ incoming: AgentEvent) -> OutboxEntry? { acceptAll([incoming]).first }
+    func accept(_ incoming: AgentEvent, waitForStorage: Bool = false) -> OutboxEntry? {
+        acceptAll([incoming], waitForStorage: waitForStorage).first
+    }
 
-    /// Group commit: the events of one radio read become durable together, in one transaction
-    /// (one fsync and one set of page writes for the burst, not one per event).
+    /// Group commit: the events of one radio read go into the outbox together, in one
+    /// transaction (one set of page writes for the burst, one fsync shared with whatever else
+    /// was committed meanwhile). Returns them once committed (`waitForStorage`: once stored).
     @discardableResult
-    func acceptAll(_ incoming: [AgentEvent]) -> [OutboxEntry] {
+    func acceptAll(_ incoming: [AgentEvent], waitForStorage: Bool = false) -> [OutboxEntry] {
         guard !incoming.isEmpty else { return [] }
         let devices = config.devices
         let events = incoming.map { e -> AgentEvent in
@@ -174,14 +179,8 @@ extension Agent {
             spillInMemory([])
             return []
         }
-        switch store(events) {
-        case let .stored(entries):
-            // The phones get to tell whether each press's push appeared (receipts).
-            if let phones = bleRadio?.phones {
-                for (event, entry) in zip(events, entries) where event.type.rawValue.hasPrefix("doorbell.") && !event.test {
-                    phones.send(.pressForwarded(eventID: entry.id, doorbellName: event.device.name))
-                }
-            }
+        switch store(events, waitForStorage: waitForStorage) {
+        case let .stored(entries), let .committed(entries):
             return entries
         case .full:
             counters.withLock { $0.storageFull = true }
@@ -191,12 +190,15 @@ extension Agent {
         }
     }
 
-    enum StoreOutcome { case stored([OutboxEntry]), full, failed }
+    /// `committed`: in the outbox and handed to the uplink, its fsync still running (what
+    /// follows "stored" runs when it returns, `stored(_:memory:result:)`).
+    enum StoreOutcome { case stored([OutboxEntry]), committed([OutboxEntry]), full, failed }
 
-    /// One transaction, one fsync: the events, any evictions their arrival forces, and the report.
-    /// The uplink is woken between COMMIT and the fsync, so a press's request overlaps its fsync
-    /// (why that is safe: Outbox+Sync.swift); everything else sees it only once it is stored.
-    func store(_ events: [AgentEvent]) -> StoreOutcome {
+    /// One transaction: the events, any evictions their arrival forces, and the report. The
+    /// uplink is woken right after COMMIT, so a press's request overlaps its fsync, which the
+    /// outbox's syncer makes while this thread reads the next radio line (why that is safe:
+    /// Outbox+Sync.swift); everything that needs it stored sees it only once it is.
+    func store(_ events: [AgentEvent], waitForStorage: Bool = false) -> StoreOutcome {
         let wallMillis = Clocks.wallMicros() / 1000
         let ids = rng.withLock { r in events.map { _ in UUIDv7.make(unixMillis: wallMillis, random: &r) } }
         let config = self.config
@@ -209,44 +211,30 @@ extension Agent {
             }
         }
         let memory = counters.snapshot.unsavedButtonMemory
+        let bounds = OutboxBounds(maxEvents: config.outbox.maxEvents, maxBytes: config.outbox.maxBytes)
+        let report = { (sequence: Int64, evicted: [EvictedEvent]) -> (id: String, type: String, body: [UInt8]) in
+            var explained = EvictionReport()
+            for e in evicted {
+                explained.add(sequence: e.sequence, type: e.type)
+                if let body = e.reportBody { explained.carry(reportBody: body) }
+            }
+            let report = AgentEvent(
+                type: .gatewayEvicted, device: DeviceRef(id: gateway, name: "gateway", radio: "none"),
+                occurredAtMicros: Clocks.wallMicros(), clockSynced: clockSynced,
+                data: explained.data(reason: "outbox bounds: max_events \(config.outbox.maxEvents), max_bytes \(config.outbox.maxBytes)"))
+            return (reportID, report.type.rawValue, report.body(id: reportID, sequence: sequence, gatewayID: gateway, agentVersion: AgentVersion.current))
+        }
         do {
-            let result = try outbox.append(
-                newEvents, memory: memory, bounds: OutboxBounds(maxEvents: config.outbox.maxEvents, maxBytes: config.outbox.maxBytes),
-                report: { sequence, evicted in
-                    var explained = EvictionReport()
-                    for e in evicted {
-                        explained.add(sequence: e.sequence, type: e.type)
-                        if let body = e.reportBody { explained.carry(reportBody: body) }
-                    }
-                    let report = AgentEvent(
-                        type: .gatewayEvicted, device: DeviceRef(id: gateway, name: "gateway", radio: "none"),
-                        occurredAtMicros: Clocks.wallMicros(), clockSynced: clockSynced,
-                        data: explained.data(reason: "outbox bounds: max_events \(config.outbox.maxEvents), max_bytes \(config.outbox.maxBytes)"))
-                    return (reportID, report.type.rawValue, report.body(id: reportID, sequence: sequence, gatewayID: gateway, agentVersion: AgentVersion.current))
-                }, whileSyncing: { deliverer?.notify() })
-            counters.withLock {
-                Self.forget(saved: memory, in: &$0)
-                for event in events { $0.eventsByType[event.type.rawValue, default: 0] += 1 }
-                $0.outboxError = nil
-                $0.storageFull = false
-                if let last = events.last { $0.lastEvent = "\(last.type.rawValue) \(last.device.id)" }
-                $0.evicted += result.evicted.count
-                if let r = result.report { $0.eventsByType[r.type, default: 0] += 1 }
+            if waitForStorage {
+                let result = try outbox.append(newEvents, memory: memory, bounds: bounds, report: report, whileSyncing: { deliverer?.notify() })
+                stored(events, memory: memory, result: result)
+                return .stored(result.entries)
             }
-            for (entry, event) in zip(result.entries, events) {
-                log.notice("event.created", [("event.id", entry.id), ("sequence", String(entry.sequence)), ("type", event.type.rawValue),
-                                             ("device", event.device.id)] + (event.test ? [("test", "true")] : []))
+            let result = try outbox.append(newEvents, memory: memory, bounds: bounds, report: report) { [self] result, error in
+                if let error { notStored(events, error) } else { stored(events, memory: memory, result: result) }
             }
-            if !result.evicted.isEmpty {
-                log.warning("outbox.evicted", [("count", String(result.evicted.count)),
-                                               ("sequences", result.evicted.prefix(20).map { String($0.sequence) }.joined(separator: ",")),
-                                               ("hint", "the outbox is at its bounds ([outbox] max_events/max_bytes): is the uplink down?")])
-            }
-            mqttSink?.notify()
-            for (entry, event) in zip(result.entries, events) {
-                feed.publish(event.json(id: entry.id, sequence: entry.sequence, gatewayID: gateway, agentVersion: AgentVersion.current))
-            }
-            return .stored(result.entries)
+            deliverer?.notify()
+            return .committed(result.entries)
         } catch where error.code == .full {
             counters.withLock { $0.outboxError = error.description }
             for event in events {
@@ -255,11 +243,51 @@ extension Agent {
             }
             return .full
         } catch {
-            counters.withLock { $0.outboxError = error.description }
-            for event in events {
-                log.error("outbox.append_failed", [("type", event.type.rawValue), ("device", event.device.id), ("error", error.description)])
-            }
+            notStored(events, error)
             return .failed
+        }
+    }
+
+    /// The fsync covering `events` returned: they are stored. Counted, logged, and handed to
+    /// what must only see stored events (the MQTT sink, the event feed, the phone's receipts).
+    func stored(_ events: [AgentEvent], memory: [String: BTHomeButtonTracker.DeviceMemory], result: OutboxBatchResult) {
+        let gateway = config.gatewayID
+        counters.withLock {
+            Self.forget(saved: memory, in: &$0)
+            for event in events { $0.eventsByType[event.type.rawValue, default: 0] += 1 }
+            $0.outboxError = nil
+            $0.storageFull = false
+            if let last = events.last { $0.lastEvent = "\(last.type.rawValue) \(last.device.id)" }
+            $0.evicted += result.evicted.count
+            if let r = result.report { $0.eventsByType[r.type, default: 0] += 1 }
+        }
+        for (entry, event) in zip(result.entries, events) {
+            log.notice("event.created", [("event.id", entry.id), ("sequence", String(entry.sequence)), ("type", event.type.rawValue),
+                                         ("device", event.device.id)] + (event.test ? [("test", "true")] : []))
+        }
+        if !result.evicted.isEmpty {
+            log.warning("outbox.evicted", [("count", String(result.evicted.count)),
+                                           ("sequences", result.evicted.prefix(20).map { String($0.sequence) }.joined(separator: ",")),
+                                           ("hint", "the outbox is at its bounds ([outbox] max_events/max_bytes): is the uplink down?")])
+        }
+        mqttSink?.notify()
+        for (entry, event) in zip(result.entries, events) {
+            feed.publish(event.json(id: entry.id, sequence: entry.sequence, gatewayID: gateway, agentVersion: AgentVersion.current))
+        }
+        // The phones get to tell whether each press's push appeared (receipts).
+        if let phones = bleRadio?.phones {
+            for (event, entry) in zip(events, result.entries) where event.type.rawValue.hasPrefix("doorbell.") && !event.test {
+                phones.send(.pressForwarded(eventID: entry.id, doorbellName: event.device.name))
+            }
+        }
+    }
+
+    /// The outbox refused the events, or their fsync failed (then they are in the table and
+    /// delivered, but may not survive a power cut).
+    func notStored(_ events: [AgentEvent], _ error: OutboxError) {
+        counters.withLock { $0.outboxError = error.description }
+        for event in events {
+            log.error("outbox.append_failed", [("type", event.type.rawValue), ("device", event.device.id), ("error", error.description)])
         }
     }
 }

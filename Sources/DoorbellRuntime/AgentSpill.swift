@@ -39,7 +39,7 @@ extension Agent {
                     continue
                 }
                 heartbeat.beat()
-                if case .stored = store([event]) {
+                if case .stored = store([event], waitForStorage: true) {
                     let left = counters.withLock { c -> Int in c.spilled.removeFirst(); return c.spilled.count }
                     if left == 0 { log.notice("outbox.recovered", [("hint", "storage has space again; every held event is stored")]) }
                     continue

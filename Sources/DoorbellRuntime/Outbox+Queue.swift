@@ -27,17 +27,19 @@ extension Outbox {
     /// only those: a re-sent packet moves the counter without an event).
     public func append(_ events: [OutboxNewEvent], memory: [String: BTHomeButtonTracker.DeviceMemory] = [:], bounds: OutboxBounds?,
                        report: ((Int64, [EvictedEvent]) -> (id: String, type: String, body: [UInt8]))?) throws(OutboxError) -> OutboxBatchResult {
-        try append(events, memory: memory, bounds: bounds, report: report, deferringSync: false).result
+        try append(events, memory: memory, bounds: bounds, report: report, deferringSync: nil).result
     }
 
-    /// `reserved`: the commit also moved the sequences that may be sent before their fsync
-    /// (`reserveSequences`), so it must be on the device before anything is sent.
+    /// `deferringSync`: commit without the fsync, which `waiter` is told of (it is given the
+    /// result first). `reserved`: the commit also moved the sequences that may be sent before
+    /// their fsync (`reserveSequences`), so it must be on the device before anything is sent.
     func append(_ events: [OutboxNewEvent], memory: [String: BTHomeButtonTracker.DeviceMemory], bounds: OutboxBounds?,
                 report: ((Int64, [EvictedEvent]) -> (id: String, type: String, body: [UInt8]))?,
-                deferringSync: Bool) throws(OutboxError) -> (result: OutboxBatchResult, reserved: Bool) {
+                deferringSync waiter: SyncWaiter?) throws(OutboxError) -> (result: OutboxBatchResult, reserved: Bool) {
         guard !events.isEmpty || !memory.isEmpty else { return (OutboxBatchResult(entries: [], evicted: [], report: nil), false) }
         var reserved = false
-        let result = try transaction(deferringSync: deferringSync) { () throws(OutboxError) -> OutboxBatchResult in
+        let deferringSync = waiter != nil
+        let result = try transaction(deferringSync: deferringSync, waiter: waiter) { () throws(OutboxError) -> OutboxBatchResult in
             try write(memory: memory)
             guard !events.isEmpty else { return OutboxBatchResult(entries: [], evicted: [], report: nil) }
             var sequence = try queryInt(Self.lastSequenceQuery) ?? 0
@@ -71,7 +73,9 @@ extension Outbox {
             // key is the last sequence and the meta page stays out of the commit.
             if !evicted.isEmpty { try run("UPDATE meta SET value = MAX(value, ?) WHERE key = 'last_sequence'", [.int(sequence)]) }
             if deferringSync { reserved = try reserveSequences(through: sequence) }
-            return OutboxBatchResult(entries: entries, evicted: evicted, report: reportEntry)
+            let batch = OutboxBatchResult(entries: entries, evicted: evicted, report: reportEntry)
+            waiter?.result = batch
+            return batch
         }
         return (result, reserved)
     }

@@ -1,10 +1,14 @@
 import DoorbellCore
 import Glibc
 
-// A press sent while its fsync runs. The durable commit (p50 2.7 ms, p99 12 ms on a loaded
-// box) used to come before the uplink even saw the press; now the append commits without its
-// fsync, the uplink is woken and signs and POSTs while this thread makes the fsync, and the
-// event counts as stored only when the fsync has returned. Why sending first is safe:
+// A press sent while its fsync runs, and the next press committed while the last one's runs.
+// The durable commit (device fdatasync p50 4 ms, p99 56 ms on a loaded box) used to come
+// before the uplink even saw the press, and later still held the ingest thread before it read
+// the next radio line. Now the append commits without its fsync and wakes the uplink, which
+// signs and POSTs at once; a syncer thread of its own makes the fsyncs, one at a time, each
+// covering every commit made before it started (group commit: a burst of presses shares one),
+// and an event counts as stored only when the fsync covering it has returned. Who may do what
+// when is GroupSync's (DoorbellCore); this file is its shell. Why sending first is safe:
 // - a crash of the process after COMMIT keeps the row (it is in the page cache): the press is
 //   sent again with the same id and the cloud, which deduplicates by event id, rings once;
 // - a power cut before the fsync returned may lose the row: the press was made but never
@@ -13,9 +17,23 @@ import Glibc
 //   never given to another event: sequences are reserved ahead, durably, 1,024 at a time
 //   (`reserveSequences`), and after an unclean reboot the agent goes on after the reservation
 //   (a gap, as the protocol allows, never a sequence seen twice with two ids);
-// - an acknowledgement is applied only after the fsync (`settle` waits on `unsyncedAppends`),
-//   so a row never leaves before the commit that stored it is on the device.
-// The MQTT sink is still woken only after the fsync: the house's subscribers do not deduplicate.
+// - an acknowledgement is applied only after the fsync of every append its read could see
+//   (`settle` asks GroupSync), so a row never leaves before the commit that stored it is on
+//   the device.
+// What follows "stored" (the event.created log, counters, the MQTT sink's wake-up, the event
+// feed, the phone's receipt) runs when the fsync returns, on the syncer thread: the house's MQTT
+// subscribers do not deduplicate. Without a syncer thread (tools, tests) whoever waits for an
+// fsync makes it; a clean close makes every fsync still owed.
+
+/// One deferred commit's wait for its fsync: the batch it stored, then the errno the fsync
+/// returned (0: stored), and what to do then (on the thread that made the fsync).
+final class SyncWaiter: @unchecked Sendable {
+    var result = OutboxBatchResult(entries: [], evicted: [], report: nil)
+    /// Set under the outbox's lock when the fsync covering the commit returned.
+    var rc: Int32?
+    let then: ((OutboxBatchResult, OutboxError?) -> Void)?
+    init(then: ((OutboxBatchResult, OutboxError?) -> Void)? = nil) { self.then = then }
+}
 
 extension Outbox {
     /// Group commit as `append(_:memory:bounds:report:)`, but `whileSyncing` (waking the uplink)
@@ -25,26 +43,145 @@ extension Outbox {
                        report: ((Int64, [EvictedEvent]) -> (id: String, type: String, body: [UInt8]))?,
                        whileSyncing: () -> Void) throws(OutboxError) -> OutboxBatchResult {
         guard !events.isEmpty || !memory.isEmpty else { return OutboxBatchResult(entries: [], evicted: [], report: nil) }
-        let (result, reserved) = try append(events, memory: memory, bounds: bounds, report: report, deferringSync: true)
+        let waiter = SyncWaiter()
+        let (result, reserved) = try append(events, memory: memory, bounds: bounds, report: report, deferringSync: waiter)
         // A new reservation is on the device before any sequence of it is sent (1 press in
         // 1,024: that press waits for its fsync as before, and is then stored).
-        let rc: Int32
-        if reserved {
-            rc = flushWriteAheadLog()
-            if rc == 0 { whileSyncing() }
-        } else {
-            whileSyncing()
-            rc = flushWriteAheadLog()
-        }
-        locked {
-            unsyncedAppends -= 1
-            pthread_cond_broadcast(syncedCondition)
-        }
-        guard rc == 0 else {
-            throw OutboxError(code: .io, message: "outbox \(path): the event was written but could not be flushed to the device "
-                + "(\(String(cString: strerror(rc)))); it is delivered but may not survive a power cut. Check the storage device (dmesg).")
-        }
+        if !reserved { whileSyncing() }
+        let rc = waitSynced(waiter)
+        if reserved && rc == 0 { whileSyncing() }
+        if let error = Self.syncError(rc, path: path) { throw error }
         return result
+    }
+
+    /// Group commit without waiting for the fsync: returns once committed (a commit that moved
+    /// the sequence reservation: once that is on the device too), so the caller hands the events
+    /// on at once; `whenSynced` runs when the fsync covering them has returned — on the syncer
+    /// thread, or here before returning when none runs — with the error if it failed.
+    public func append(_ events: [OutboxNewEvent], memory: [String: BTHomeButtonTracker.DeviceMemory] = [:], bounds: OutboxBounds?,
+                       report: ((Int64, [EvictedEvent]) -> (id: String, type: String, body: [UInt8]))?,
+                       whenSynced: @escaping (OutboxBatchResult, OutboxError?) -> Void) throws(OutboxError) -> OutboxBatchResult {
+        guard !events.isEmpty || !memory.isEmpty else { return OutboxBatchResult(entries: [], evicted: [], report: nil) }
+        let waiter = SyncWaiter(then: whenSynced)
+        let (result, reserved) = try append(events, memory: memory, bounds: bounds, report: report, deferringSync: waiter)
+        var running = false
+        locked { running = syncerRunning }
+        if running { syncWake.signal() }
+        if reserved || !running { _ = waitSynced(waiter) }
+        return result
+    }
+
+    static func syncError(_ rc: Int32, path: String) -> OutboxError? {
+        guard rc != 0 else { return nil }
+        return OutboxError(code: .io, message: "outbox \(path): the event was written but could not be flushed to the device "
+            + "(\(String(cString: strerror(rc)))); it is delivered but may not survive a power cut. Check the storage device (dmesg).")
+    }
+
+    /// Waits until the fsync covering `waiter`'s commit has returned, making it when no syncer
+    /// runs and no fsync is under way; returns its errno (0: stored).
+    func waitSynced(_ waiter: SyncWaiter) -> Int32 {
+        var ready: [SyncWaiter] = []
+        pthread_mutex_lock(mutex)
+        while waiter.rc == nil {
+            if syncerRunning || group.syncing != nil {
+                pthread_cond_wait(syncedCondition, mutex)
+            } else {
+                ready += syncOnce()
+            }
+        }
+        let rc = waiter.rc ?? 0
+        pthread_mutex_unlock(mutex)
+        run(ready)
+        return rc
+    }
+
+    /// Every fsync still owed, made (by the syncer if it runs, else here): before a clean close.
+    func syncPending() {
+        var ready: [SyncWaiter] = []
+        pthread_mutex_lock(mutex)
+        while !group.isIdle {
+            if syncerRunning || group.syncing != nil {
+                pthread_cond_wait(syncedCondition, mutex)
+            } else {
+                ready += syncOnce()
+            }
+        }
+        pthread_mutex_unlock(mutex)
+        run(ready)
+    }
+
+    /// One fsync covering every commit so far, if GroupSync starts one. Called and returns with
+    /// `mutex` held; the fsync itself runs without it, so appends and the uplink go on. Returns
+    /// the settled waiters with something to do, to be run once the lock is released.
+    func syncOnce() -> [SyncWaiter] {
+        guard group.startSync() != nil else { return [] }
+        pthread_mutex_unlock(mutex)
+        let rc = flushWriteAheadLog()
+        pthread_mutex_lock(mutex)
+        let done = group.finishSync(ok: rc == 0)
+        for (waiter, stored) in done { waiter.rc = stored ? 0 : (rc == 0 ? EIO : rc) }
+        pthread_cond_broadcast(syncedCondition)
+        return done.map(\.waiter).filter { $0.then != nil }
+    }
+
+    func run(_ ready: [SyncWaiter]) {
+        for waiter in ready { waiter.then?(waiter.result, Self.syncError(waiter.rc ?? 0, path: path)) }
+    }
+
+    /// Starts the syncer thread: it makes the fsyncs the appends owe, one at a time, beating
+    /// `heartbeat` while it waits (a fsync stuck beyond the heartbeat's deadline withholds the
+    /// watchdog). `stopSyncer` ends it once every fsync owed is made.
+    public func startSyncer(_ heartbeat: Heartbeat) throws(ThreadStartError) {
+        locked {
+            syncerRunning = true
+            syncerStopping = false
+        }
+        do {
+            try startLoop(heartbeat, thread: "outbox-sync") { [self] in runSyncer(heartbeat) }
+        } catch {
+            locked { syncerRunning = false }
+            throw error
+        }
+    }
+
+    func runSyncer(_ heartbeat: Heartbeat) {
+        while true {
+            pthread_mutex_lock(mutex)
+            if group.needsSync {
+                let ready = syncOnce()
+                pthread_mutex_unlock(mutex)
+                heartbeat.beat()
+                run(ready)
+                continue
+            }
+            if syncerStopping && group.isIdle {
+                syncerRunning = false
+                pthread_cond_broadcast(syncedCondition)
+                pthread_mutex_unlock(mutex)
+                heartbeat.stopped()
+                return
+            }
+            pthread_mutex_unlock(mutex)
+            heartbeat.wait(syncWake, timeoutMicros: nil)
+        }
+    }
+
+    /// A clean stop: the syncer makes every fsync still owed, then ends; returns when it has.
+    public func stopSyncer() {
+        pthread_mutex_lock(mutex)
+        syncerStopping = true
+        pthread_mutex_unlock(mutex)
+        syncWake.signal()
+        pthread_mutex_lock(mutex)
+        while syncerRunning { pthread_cond_wait(syncedCondition, mutex) }
+        pthread_mutex_unlock(mutex)
+    }
+
+    /// Commits whose fsync has not returned yet.
+    var unsyncedAppends: Int {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return Int(group.committed - group.settled)
     }
 
     /// Sequences up to `sequence` may now be sent before their fsync: unless the durable

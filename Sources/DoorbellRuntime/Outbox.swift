@@ -124,7 +124,7 @@ public final class Outbox: @unchecked Sendable {
     public private(set) var sinks: OutboxSinks
     var db: OpaquePointer?
     // On the heap: a pthread object must not move, and `&` on a stored property promises no fixed address.
-    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     var statements: [String: OpaquePointer] = [:]
     /// Rows, body bytes, dead letters and rows for the broker (see `OutboxTally`).
     var tally = OutboxTally()
@@ -132,10 +132,16 @@ public final class Outbox: @unchecked Sendable {
     var unsyncedAcknowledgements = 0
     /// Which events go first when a bound is reached (each row's `priority` column).
     let eviction = EvictionPolicy()
-    /// Appends committed whose fsync has not returned yet (`append(_:whileSyncing:)`); an
-    /// acknowledgement waits for them on `syncedCondition`, under `mutex`.
-    var unsyncedAppends = 0
+    /// Appends committed without their fsync, the fsync running, who waits for which (see
+    /// GroupSync); under `mutex`. Every fsync's return is broadcast on `syncedCondition`.
+    var group = GroupSync<SyncWaiter>()
     let syncedCondition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+    /// The syncer thread runs (`startSyncer`): it makes the fsyncs; without it, whoever waits for
+    /// one makes it. Under `mutex`.
+    var syncerRunning = false
+    var syncerStopping = false
+    /// Wakes the syncer when a commit waits for its fsync.
+    let syncWake = WakeSignal()
     /// Flushes the write-ahead log (a descriptor of it) to the device: the real `fdatasync`, except
     /// in tests that hold an fsync open to look at what happens meanwhile. Returns 0 or an errno.
     let flushLog: @Sendable (Int32) -> Int32
@@ -192,8 +198,9 @@ public final class Outbox: @unchecked Sendable {
     }
 
     public func close() {
+        syncPending()
         locked {
-            if db != nil, unsyncedAppends == 0 { dropSequenceReservation() }
+            if db != nil, group.isIdle { dropSequenceReservation() }
             for (_, s) in statements { sqlite3_finalize(s) }
             statements = [:]
             if let db { sqlite3_close(db) }
@@ -211,14 +218,17 @@ public final class Outbox: @unchecked Sendable {
     /// keeps `tally` up to date as it writes; a rollback restores it, all under the one lock.
     /// `acknowledgements`: a transaction that only removes acknowledged rows (their count) may
     /// commit without its own fsync — see `unsyncedAcknowledgementLimit`.
-    /// `deferringSync`: COMMIT without its fsync, which the caller makes at once, outside the lock
-    /// (`append(_:memory:bounds:report:whileSyncing:)`); counted in `unsyncedAppends` until then.
-    /// `afterAppendsSynced`: waits first until no append's fsync is outstanding (acknowledgements).
+    /// `deferringSync`: COMMIT without its fsync, which the syncer (or the caller) makes outside
+    /// the lock (Outbox+Sync.swift); `waiter` is told when it has returned.
+    /// `afterAppendsSynced`: waits first until every append committed so far has had its fsync
+    /// return (acknowledgements: the rows they remove were read before).
     func transaction<R>(acknowledgements: Int = 0, deferringSync: Bool = false, afterAppendsSynced: Bool = false,
-                        _ body: () throws(OutboxError) -> R) throws(OutboxError) -> R {
+                        waiter: SyncWaiter? = nil, _ body: () throws(OutboxError) -> R) throws(OutboxError) -> R {
         try locked { () throws(OutboxError) -> R in
-            // Bounded: every deferred fsync is made right after its commit, failed or not.
-            while afterAppendsSynced && unsyncedAppends > 0 { pthread_cond_wait(syncedCondition, mutex) }
+            // Bounded: every deferred commit has someone making its fsync (the syncer, or the
+            // appending thread itself when none runs), failed or not; later commits are not waited for.
+            let readAt = group.committed
+            while afterAppendsSynced && !group.acknowledgementMayApply(readAt: readAt) { pthread_cond_wait(syncedCondition, mutex) }
             let synced = !deferringSync
                 && (acknowledgements == 0 || unsyncedAcknowledgements + acknowledgements >= Self.unsyncedAcknowledgementLimit)
             if !synced { try exec("PRAGMA synchronous=NORMAL") }
@@ -229,7 +239,7 @@ public final class Outbox: @unchecked Sendable {
                 let result = try body()
                 try exec("COMMIT")
                 if deferringSync {
-                    unsyncedAppends += 1
+                    _ = group.commit(waiter)
                 } else {
                     // A synced commit makes every earlier frame of the WAL durable too.
                     unsyncedAcknowledgements = synced ? 0 : unsyncedAcknowledgements + acknowledgements

@@ -30,9 +30,10 @@ final class AgentctlTests: XCTestCase {
                                    extra: "[metrics]\nfile = \"\(dir.file("agent.prom"))\"\ninterval_s = 1")
         defer { agent.stop() }
         XCTAssertEqual(try runCommand(Paths.agentctlBinary, ["status", "--socket", socket]).status, 0, "healthy exits 0")
-        // Every long-lived loop is watched, the spill retries and the metrics writer too.
+        // Every long-lived loop is watched, the spill retries, the outbox's syncer and the metrics writer too.
         let loops = (agentStatus(socket)?["loops"]?.arrayValues ?? []).map { ($0["name"]?.stringValue ?? "?", $0["state"]?.stringValue ?? "?") }
-        XCTAssertEqual(Set(loops.map(\.0)).intersection(["control", "spill", "metrics"]), ["control", "spill", "metrics"], "\(loops)")
+        let watched: Set = ["control", "spill", "outbox-sync", "metrics"]
+        XCTAssertEqual(Set(loops.map(\.0)).intersection(watched), watched, "\(loops)")
         XCTAssertEqual(loops.filter { $0.1 != "running" }.count, 0, "\(loops)")
 
         let follower = try Child(Paths.agentctlBinary, ["events", "--follow", "--json", "--socket", socket], dir: dir, name: "follow")

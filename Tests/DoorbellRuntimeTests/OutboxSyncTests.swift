@@ -81,6 +81,86 @@ final class OutboxSyncTests: XCTestCase {
         outbox.close()
     }
 
+    /// With the syncer thread, an append returns at COMMIT: the next presses commit (and could be
+    /// sent) while the last one's fsync runs, one later fsync covers all of them, each counts as
+    /// stored only once its own fsync returned, and their acknowledgements wait for it
+    /// (mutations: the append waiting for its fsync, as before the syncer, times the second
+    /// append out; settling the fsync's target when it returns instead of when it starts reports
+    /// "b stored" after the first fsync; dropping the acknowledgement's wait settles first).
+    func testTheSyncerLetsTheNextPressesCommitDuringAnFsyncAndOneFsyncCoversThem() throws {
+        let dir = try TempDir()
+        let gate = Gate()
+        gate.held = false
+        nonisolated(unsafe) var flushes = 0
+        let outbox = try Outbox(path: dir.file("outbox.sqlite"), flushLog: { fd in flushes += 1; return gate.flush(fd) })
+        _ = try outbox.append([Self.press("first")], bounds: nil, report: nil, whileSyncing: {}) // the reservation, the WAL
+        try outbox.startSyncer(.unmonitored("outbox-sync", periodMicros: 1_000_000))
+        gate.held = true
+        flushes = 0
+        func append(_ id: String) -> DispatchSemaphore {
+            let returned = DispatchSemaphore(value: 0)
+            Thread.detachNewThread {
+                _ = try? outbox.append([Self.press(id)], bounds: nil, report: nil) { _, error in gate.record(error == nil ? "\(id) stored" : "\(id) failed") }
+                returned.signal()
+            }
+            return returned
+        }
+        XCTAssertEqual(append("a").wait(timeout: .now() + 20), .success, "a returned at COMMIT")
+        XCTAssertEqual(gate.entered.wait(timeout: .now() + 20), .success, "the syncer's fsync for a started")
+        XCTAssertEqual(append("b").wait(timeout: .now() + 20), .success, "b committed while a's fsync runs")
+        XCTAssertEqual(append("c").wait(timeout: .now() + 20), .success, "c too")
+        XCTAssertEqual(try outbox.due(nowWallMs: 10, limit: 10).map(\.id), ["first", "a", "b", "c"], "all readable for the uplink")
+        let settled = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            try? outbox.settle(delivered: ["a", "b", "c"])
+            gate.record("settled after \(flushes) fsyncs")
+            settled.signal()
+        }
+        usleep(200_000) // room for a settle that did not wait to show itself
+        XCTAssertEqual(gate.order, [], "nothing stored or settled while the fsync runs")
+        gate.held = false
+        gate.open.signal()
+        XCTAssertEqual(settled.wait(timeout: .now() + 20), .success)
+        outbox.stopSyncer()
+        XCTAssertEqual(Array(gate.order.prefix(2)), ["fsync returned", "a stored"], "\(gate.order)")
+        XCTAssertEqual(Set(gate.order), ["fsync returned", "a stored", "b stored", "c stored", "settled after 2 fsyncs"])
+        XCTAssertLessThan(gate.order.firstIndex(of: "a stored") ?? 99, gate.order.firstIndex(of: "b stored") ?? -1)
+        XCTAssertEqual(flushes, 2, "one fsync for a, one for b and c together")
+        XCTAssertEqual(outbox.unsyncedAppends, 0)
+        XCTAssertEqual(try outbox.pending(limit: 10).map(\.id), ["first"])
+        outbox.close()
+    }
+
+    /// A clean stop makes the fsync still owed before the syncer ends (mutation: ending the
+    /// syncer without draining leaves "a stored" unrecorded when stopSyncer returns).
+    func testStoppingTheSyncerMakesTheFsyncStillOwed() throws {
+        let dir = try TempDir()
+        let gate = Gate()
+        gate.held = false
+        let outbox = try Outbox(path: dir.file("outbox.sqlite"), flushLog: { gate.flush($0) })
+        _ = try outbox.append([Self.press("first")], bounds: nil, report: nil, whileSyncing: {})
+        try outbox.startSyncer(.unmonitored("outbox-sync", periodMicros: 1_000_000))
+        gate.held = true
+        _ = try outbox.append([Self.press("a")], bounds: nil, report: nil) { _, _ in gate.record("a stored") }
+        XCTAssertEqual(gate.entered.wait(timeout: .now() + 20), .success)
+        let stopped = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            outbox.stopSyncer()
+            gate.record("stopped")
+            stopped.signal()
+        }
+        usleep(100_000)
+        gate.held = false
+        gate.open.signal()
+        XCTAssertEqual(stopped.wait(timeout: .now() + 20), .success)
+        XCTAssertEqual(gate.order, ["fsync returned", "a stored", "stopped"])
+        // Appends after the stop make their own fsync.
+        _ = try outbox.append([Self.press("b")], bounds: nil, report: nil) { _, _ in gate.record("b stored") }
+        XCTAssertEqual(gate.order.last, "b stored")
+        XCTAssertEqual(outbox.unsyncedAppends, 0)
+        outbox.close()
+    }
+
     /// A failed fsync is an error that says what to do; the row stays (it is delivered) and an
     /// acknowledgement does not wait for ever (mutation: not counting the failed fsync as done
     /// hangs the settle until the test's bound).

@@ -1,0 +1,64 @@
+// Group commit for the outbox: appends commit without their fsync and are handed to the uplink
+// at once; one fsync at a time runs beside them and covers every commit made before it started
+// (an fdatasync flushes every page of the file written until then). This value decides what may
+// happen when — which commits count as stored, which acknowledgements may be applied — and the
+// syncer thread (Outbox+Sync.swift) only performs it: commit, start, finish in, waiters out.
+//
+// The rules:
+// - a commit counts as stored only when an fsync that started after it returned successfully;
+// - an acknowledgement (a 2xx, a row that may now leave) is applied only once every commit the
+//   acknowledger could have read has had its fsync return (failed or not: after a failed fsync
+//   the row stays and is delivered; holding its acknowledgement for ever would only stall the
+//   queue). A row removed before its fsync could come back from a power cut as a row never sent.
+// - a failed fsync says so to every commit it covered; a later fsync that succeeds does not make
+//   them stored (Linux may have dropped their pages with the error).
+
+public struct GroupSync<Waiter>: Sendable where Waiter: Sendable {
+    /// Commits made so far; a commit's ticket is the count after it.
+    public private(set) var committed: UInt64 = 0
+    /// Every ticket up to this has had its fsync return (successfully or not).
+    public private(set) var settled: UInt64 = 0
+    /// The fsync running covers tickets up to this; nil while none runs.
+    public private(set) var syncing: UInt64?
+    /// Who waits for which ticket, in ticket order (a waiter is given with its commit, so none
+    /// can arrive after its fsync returned and miss the outcome).
+    private var waiting: [(ticket: UInt64, waiter: Waiter)] = []
+
+    public init() {}
+
+    /// A commit was made (without its fsync). Returns its ticket; `waiter`, if any, is told the
+    /// outcome when the fsync covering it returns.
+    public mutating func commit(_ waiter: Waiter? = nil) -> UInt64 {
+        committed += 1
+        if let waiter { waiting.append((committed, waiter)) }
+        return committed
+    }
+
+    /// Commits wait for an fsync and none runs: the syncer should start one.
+    public var needsSync: Bool { syncing == nil && settled < committed }
+
+    /// Every commit's fsync has returned and none runs (a clean stop may close now).
+    public var isIdle: Bool { syncing == nil && settled == committed }
+
+    /// Starts an fsync covering every commit so far; nil when one runs already or none is needed.
+    public mutating func startSync() -> UInt64? {
+        guard needsSync else { return nil }
+        syncing = committed
+        return committed
+    }
+
+    /// The running fsync returned. Returns the waiters it settles, in ticket order, with whether
+    /// their commit is stored.
+    public mutating func finishSync(ok: Bool) -> [(waiter: Waiter, stored: Bool)] {
+        guard let target = syncing else { return [] }
+        syncing = nil
+        settled = max(settled, target)
+        let done = waiting.prefix { $0.ticket <= target }
+        waiting.removeFirst(done.count)
+        return done.map { ($0.waiter, ok) }
+    }
+
+    /// Whether an acknowledgement may be applied now for rows read when `committed` was
+    /// `readAt` (the rows' commits are at most that).
+    public func acknowledgementMayApply(readAt: UInt64) -> Bool { settled >= readAt }
+}
