@@ -66,7 +66,6 @@ extension Outbox {
         let (result, reserved) = try append(events, memory: memory, bounds: bounds, report: report, deferringSync: waiter)
         var running = false
         locked { running = syncerRunning }
-        if running { syncWake.signal() }
         if reserved || !running { _ = waitSynced(waiter) }
         return result
     }

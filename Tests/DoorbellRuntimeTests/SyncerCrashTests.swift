@@ -1,0 +1,124 @@
+import DoorbellCore
+import Foundation
+import XCTest
+
+/// The outbox's syncer (Outbox+Sync.swift) with a real agent, real SQLite on disk and a real
+/// HTTPS receiver: a radio press is committed and sent while its fsync is held open — an
+/// LD_PRELOAD `fdatasync` that waits while a file exists, so the window is certain, not a race —
+/// and the receiver SIGKILLs the agent the moment that press's request arrives. Nothing reported
+/// stored is lost; the killed press was not reported stored (no `event.created` before its fsync
+/// returned), is sent again under its own id after the restart, and rang once (mutation: the
+/// "stored" follow-ups run at COMMIT instead of when the fsync returns → the killed press's
+/// `event.created` is in the first agent's log).
+final class SyncerCrashTests: XCTestCase {
+    static let holdSource = """
+    #define _GNU_SOURCE
+    #include <dlfcn.h>
+    #include <stdio.h>
+    #include <stdlib.h>
+    #include <string.h>
+    #include <unistd.h>
+    #include <fcntl.h>
+    /* fdatasync of a -wal file waits while $HOLD_FSYNC_FILE exists (at most 60 s), leaving
+       $HOLD_FSYNC_FILE.entered behind when it did. */
+    int fdatasync(int fd) {
+        static int (*real)(int);
+        if (!real) real = (int (*)(int))dlsym(RTLD_NEXT, "fdatasync");
+        const char *hold = getenv("HOLD_FSYNC_FILE");
+        char link[64], target[4096];
+        snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+        ssize_t n = readlink(link, target, sizeof target - 1);
+        if (hold && n > 4) {
+            target[n] = 0;
+            if (strcmp(target + n - 4, "-wal") == 0 && access(hold, F_OK) == 0) {
+                char entered[4200];
+                snprintf(entered, sizeof entered, "%s.entered", hold);
+                close(open(entered, O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
+                for (int i = 0; i < 6000 && access(hold, F_OK) == 0; i++) usleep(10000);
+            }
+        }
+        return real(fd);
+    }
+    """
+
+    func testAKillWhileThePressesFsyncIsHeldLosesNothingStoredAndRingsOnce() throws {
+        try requireFile(Paths.agentBinary, "doorbell-agent")
+        try requireFile("/usr/bin/cc", "cc (apt-get install gcc)")
+        let dir = try TempDir()
+        let shim = dir.file("hold-fsync.so")
+        let built = try runCommand("/usr/bin/cc", ["-shared", "-fPIC", "-O1", "-o", shim, try dir.write("hold-fsync.c", Self.holdSource), "-ldl"])
+        XCTAssertEqual(built.status, 0, built.stderr)
+        let hold = dir.file("hold")
+        let pidFile = dir.file("agent.pid")
+        let receiver = try ScriptedReceiver(dir: dir, ["--script", "200,kill,200", "--kill-pid-file", pidFile])
+        defer { receiver.stop() }
+        // The radio stand-in sends one press line each time the test creates `trigger`.
+        let trigger = dir.file("trigger")
+        let radio = try dir.write("radio.sh", """
+        #!/bin/sh
+        while kill -0 $PPID 2>/dev/null; do
+          if [ -e \(trigger) ]; then rm -f \(trigger); echo '{"model" : "EV1527", "code" : 1}'; fi
+          sleep 0.01
+        done
+        """)
+        chmod(radio, 0o755)
+        let chime = try ChimeRecorder(dir)
+        let socket = dir.file("control.sock")
+        let config = try dir.write("agent.toml", agentConfig(
+            stateDir: dir.file("state"), socket: socket, radio: "[radio.rtl433]\nbinary = \"\(radio)\"",
+            devices: [("front-door", "{ code = 1 }")], url: receiver.url, caFile: receiver.caFile, secretFile: try webhookSecret(dir))
+            + "\n[tracker.button]\ncooldown_ms = 0\nrepeat_gap_ms = 20\n" + chime.toml)
+        func press() {
+            FileManager.default.createFile(atPath: trigger, contents: nil)
+            eventually(10, "the radio read the trigger") { !FileManager.default.fileExists(atPath: trigger) }
+            usleep(30_000) // the tracker's repeat gap: the next line is a new press
+        }
+        func created(_ agent: Child) -> [String] {
+            agent.stderr.split(separator: "\n").filter { $0.contains("event.created") }.map(String.init)
+        }
+
+        let agent = try Child(Paths.agentBinary, ["run", "--config", config], dir: dir, name: "agent-1",
+                              environment: ["LD_PRELOAD": shim, "HOLD_FSYNC_FILE": hold])
+        defer { agent.stop() }
+        eventually(30, "agent answers") { agentStatus(socket) != nil }
+        try "\(agent.process.processIdentifier)".write(toFile: pidFile, atomically: true, encoding: .utf8)
+        // Press 1: stored (its fsync returned: event.created) and delivered.
+        press()
+        eventually(20, "press 1 delivered and stored") { receiver.requests.count == 1 && created(agent).count == 1 }
+        let storedFirst = try XCTUnwrap(requestID(receiver.requests[0]))
+        // Press 2: its fsync is held; its request reaches the receiver, which kills the agent.
+        FileManager.default.createFile(atPath: hold, contents: nil)
+        press()
+        XCTAssertNotNil(agent.wait(seconds: 30), "the receiver killed the agent on press 2's request")
+        XCTAssertTrue(FileManager.default.fileExists(atPath: hold + ".entered"), "press 2's fsync was under way, held, when the kill came")
+        XCTAssertEqual(receiver.requests.count, 2)
+        let killed = try XCTUnwrap(requestID(receiver.requests[1]))
+        XCTAssertNotEqual(killed, storedFirst)
+        XCTAssertEqual(created(agent).count, 1, "press 2 was never reported stored: \(created(agent))")
+        XCTAssertFalse(created(agent).joined().contains(killed))
+        try FileManager.default.removeItem(atPath: hold)
+
+        // The process crashed (the commit is in the page cache): press 2 comes back under its own
+        // id; press 3 is new.
+        let again = try startAgent(dir, config: config, socket: socket, name: "agent-2")
+        defer { again.stop() }
+        press()
+        eventually(30, "everything delivered") { receiver.requests.count >= 4 && agentStatus(socket)?["outbox"]?["depth"]?.intValue == 0 }
+        let requests = receiver.requests
+        let ok = requests.filter { $0["answer"]?.stringValue == "200" }.compactMap(requestID)
+        XCTAssertEqual(ok.filter { $0 == killed }.count, 1, "press 2 delivered once, same id: \(ok)")
+        XCTAssertEqual(ok.filter { $0 == storedFirst }.count, 1, "press 1 kept: \(ok)")
+        XCTAssertEqual(Set(ok).count, 3, "three presses, three ids: \(ok)")
+        var ids: [Int64: Set<String>] = [:]
+        for r in requests {
+            guard let body = try? JSONReader.parse(r["body"]?.stringValue ?? ""), let seq = body["sequence"]?.intValue,
+                  let id = body["id"]?.stringValue else { continue }
+            ids[seq, default: []].insert(id)
+        }
+        XCTAssertTrue(ids.values.allSatisfy { $0.count == 1 }, "one id per sequence: \(ids)")
+        eventually(10, "three rings") { chime.rings.count >= 3 }
+        XCTAssertEqual(chime.rings, ["front-door", "front-door", "front-door"], "one ring per press, none for the resend")
+    }
+
+    func requestID(_ r: JSONValue) -> String? { (try? JSONReader.parse(r["body"]?.stringValue ?? ""))?["id"]?.stringValue }
+}
