@@ -273,6 +273,17 @@ final class ScriptedReceiver {
     }
 
     func stop() { child.stop() }
+
+    /// The event ids seen under each sequence (a sequence given to two events shows two).
+    static func idsBySequence(_ requests: [JSONValue]) -> [Int64: Set<String>] {
+        var ids: [Int64: Set<String>] = [:]
+        for r in requests {
+            guard let body = try? JSONReader.parse(r["body"]?.stringValue ?? ""), let seq = body["sequence"]?.intValue,
+                  let id = body["id"]?.stringValue else { continue }
+            ids[seq, default: []].insert(id)
+        }
+        return ids
+    }
 }
 
 /// A stand-in for rtl_433 with nothing on the air.

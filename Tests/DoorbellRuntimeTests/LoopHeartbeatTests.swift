@@ -63,8 +63,8 @@ extension LoopHeartbeatTests {
         XCTAssertEqual(monitor.states().map(\.name), [], "stopped on purpose: no longer watched")
     }
 
-    /// A user allowed three tasks: the main thread, the control socket's and the spill retries'
-    /// take them, and the uplink's cannot start. Before, the agent ran on without an uplink,
+    /// A user allowed four tasks: the main thread, the control socket's, the outbox syncer's and
+    /// the spill retries' take them, and the uplink's cannot start. Before, the agent ran on without an uplink,
     /// pinging the watchdog and delivering nothing; now it stops with EX_OSERR and says why.
     func testAnAgentWhoseUplinkCannotStartStopsAndSaysWhy() throws {
         try requireFile(Paths.agentBinary, "doorbell-agent")
@@ -81,7 +81,7 @@ extension LoopHeartbeatTests {
         """)
         chmod(config, 0o644)
         // A uid nobody else uses: RLIMIT_NPROC counts every task of the user.
-        let agent = try Child("/usr/bin/prlimit", ["--nproc=3", "/usr/bin/setpriv", "--reuid=61427", "--regid=61427", "--clear-groups",
+        let agent = try Child("/usr/bin/prlimit", ["--nproc=4", "/usr/bin/setpriv", "--reuid=61427", "--regid=61427", "--clear-groups",
                                                    Paths.agentBinary, "run", "--config", config], dir: dir, name: "agent")
         defer { agent.stop() }
         XCTAssertEqual(agent.wait(seconds: 30), 71, agent.stderr)

@@ -161,6 +161,26 @@ final class OutboxSyncTests: XCTestCase {
         outbox.close()
     }
 
+    /// An append that waits for storage (agentctl inject, the spill retries) wakes the syncer:
+    /// it does not wait for the syncer's heartbeat (mutation: waking it only from the append
+    /// that does not wait left `agentctl inject` waiting for the syncer's 30 s beat, and this
+    /// append for the 600 s one here).
+    func testAnAppendWaitingForStorageWakesTheSyncer() throws {
+        let dir = try TempDir()
+        let outbox = try Outbox(path: dir.file("outbox.sqlite"))
+        try outbox.startSyncer(.unmonitored("outbox-sync", periodMicros: 600_000_000))
+        usleep(50_000) // the syncer sits in its wait
+        let stored = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            for i in 0..<3 { _ = try? outbox.append([Self.press("p\(i)")], bounds: nil, report: nil, whileSyncing: {}) }
+            stored.signal()
+        }
+        XCTAssertEqual(stored.wait(timeout: .now() + 20), .success, "stored without waiting for the syncer's heartbeat")
+        outbox.stopSyncer()
+        XCTAssertEqual(try outbox.pending(limit: 10).count, 3)
+        outbox.close()
+    }
+
     /// A failed fsync is an error that says what to do; the row stays (it is delivered) and an
     /// acknowledgement does not wait for ever (mutation: not counting the failed fsync as done
     /// hangs the settle until the test's bound).

@@ -64,12 +64,7 @@ final class PressFsyncCrashTests: XCTestCase {
         eventually(30, "outbox drained") { agentStatus(socket)?["outbox"]?["depth"]?.intValue == 0 && receiver.requests.count >= expected }
         let requests = receiver.requests
         // No sequence ever reaches the receiver under two ids.
-        var ids: [Int64: Set<String>] = [:]
-        for r in requests {
-            guard let body = try? JSONReader.parse(r["body"]?.stringValue ?? ""), let seq = body["sequence"]?.intValue,
-                  let id = body["id"]?.stringValue else { continue }
-            ids[seq, default: []].insert(id)
-        }
+        let ids = ScriptedReceiver.idsBySequence(requests)
         XCTAssertTrue(ids.values.allSatisfy { $0.count == 1 }, "\(ids)")
         return (Array(requests.dropFirst().prefix(1)), Array(requests.dropFirst(2)))
     }

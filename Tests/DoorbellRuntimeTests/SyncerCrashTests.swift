@@ -109,12 +109,7 @@ final class SyncerCrashTests: XCTestCase {
         XCTAssertEqual(ok.filter { $0 == killed }.count, 1, "press 2 delivered once, same id: \(ok)")
         XCTAssertEqual(ok.filter { $0 == storedFirst }.count, 1, "press 1 kept: \(ok)")
         XCTAssertEqual(Set(ok).count, 3, "three presses, three ids: \(ok)")
-        var ids: [Int64: Set<String>] = [:]
-        for r in requests {
-            guard let body = try? JSONReader.parse(r["body"]?.stringValue ?? ""), let seq = body["sequence"]?.intValue,
-                  let id = body["id"]?.stringValue else { continue }
-            ids[seq, default: []].insert(id)
-        }
+        let ids = ScriptedReceiver.idsBySequence(requests)
         XCTAssertTrue(ids.values.allSatisfy { $0.count == 1 }, "one id per sequence: \(ids)")
         eventually(10, "three rings") { chime.rings.count >= 3 }
         XCTAssertEqual(chime.rings, ["front-door", "front-door", "front-door"], "one ring per press, none for the resend")
