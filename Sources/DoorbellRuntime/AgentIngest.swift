@@ -230,10 +230,10 @@ extension Agent {
                 stored(events, memory: memory, result: result)
                 return .stored(result.entries)
             }
-            let result = try outbox.append(newEvents, memory: memory, bounds: bounds, report: report) { [self] result, error in
+            let result = try outbox.append(newEvents, memory: memory, bounds: bounds, report: report, handOff: { deliverer?.notify() }) {
+                [self] result, error in
                 if let error { notStored(events, error) } else { stored(events, memory: memory, result: result) }
             }
-            deliverer?.notify()
             return .committed(result.entries)
         } catch where error.code == .full {
             counters.withLock { $0.outboxError = error.description }

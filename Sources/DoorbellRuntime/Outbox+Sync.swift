@@ -48,26 +48,42 @@ extension Outbox {
         // A new reservation is on the device before any sequence of it is sent (1 press in
         // 1,024: that press waits for its fsync as before, and is then stored).
         if !reserved { whileSyncing() }
+        wakeSyncer()
         let rc = waitSynced(waiter)
         if reserved && rc == 0 { whileSyncing() }
         if let error = Self.syncError(rc, path: path) { throw error }
         return result
     }
 
-    /// Group commit without waiting for the fsync: returns once committed (a commit that moved
-    /// the sequence reservation: once that is on the device too), so the caller hands the events
-    /// on at once; `whenSynced` runs when the fsync covering them has returned — on the syncer
-    /// thread, or here before returning when none runs — with the error if it failed.
+    /// Group commit without waiting for the fsync: returns once committed and handed on
+    /// (`handOff`, waking the uplink, runs right after COMMIT — after the fsync for a commit that
+    /// moved the sequence reservation); `whenSynced` runs when the fsync covering the events has
+    /// returned — on the syncer thread, or here before returning when none runs — with the
+    /// error if it failed.
     public func append(_ events: [OutboxNewEvent], memory: [String: BTHomeButtonTracker.DeviceMemory] = [:], bounds: OutboxBounds?,
-                       report: ((Int64, [EvictedEvent]) -> (id: String, type: String, body: [UInt8]))?,
+                       report: ((Int64, [EvictedEvent]) -> (id: String, type: String, body: [UInt8]))?, handOff: () -> Void = {},
                        whenSynced: @escaping (OutboxBatchResult, OutboxError?) -> Void) throws(OutboxError) -> OutboxBatchResult {
         guard !events.isEmpty || !memory.isEmpty else { return OutboxBatchResult(entries: [], evicted: [], report: nil) }
         let waiter = SyncWaiter(then: whenSynced)
         let (result, reserved) = try append(events, memory: memory, bounds: bounds, report: report, deferringSync: waiter)
+        if reserved {
+            wakeSyncer()
+            if waitSynced(waiter) == 0 { handOff() }
+            return result
+        }
+        // The uplink first: on two cores the syncer's wake-up would otherwise run ahead of it.
+        handOff()
+        if !wakeSyncer() { _ = waitSynced(waiter) }
+        return result
+    }
+
+    /// Wakes the syncer for a commit made; false when none runs (the caller makes the fsync).
+    @discardableResult
+    func wakeSyncer() -> Bool {
         var running = false
         locked { running = syncerRunning }
-        if reserved || !running { _ = waitSynced(waiter) }
-        return result
+        if running { syncWake.signal() }
+        return running
     }
 
     static func syncError(_ rc: Int32, path: String) -> OutboxError? {

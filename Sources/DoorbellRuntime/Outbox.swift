@@ -240,7 +240,6 @@ public final class Outbox: @unchecked Sendable {
                 try exec("COMMIT")
                 if deferringSync {
                     _ = group.commit(waiter)
-                    if syncerRunning { syncWake.signal() }
                 } else {
                     // A synced commit makes every earlier frame of the WAL durable too.
                     unsyncedAcknowledgements = synced ? 0 : unsyncedAcknowledgements + acknowledgements
