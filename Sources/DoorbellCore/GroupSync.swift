@@ -58,7 +58,7 @@ public struct GroupSync<Waiter>: Sendable where Waiter: Sendable {
         return done.map { ($0.waiter, ok) }
     }
 
-    /// Whether an acknowledgement may be applied now for rows read when `committed` was
-    /// `readAt` (the rows' commits are at most that).
+    /// Whether an acknowledgement may be applied now for rows whose commits' tickets are at
+    /// most `readAt` (0: rows stored by a commit with its own fsync).
     public func acknowledgementMayApply(readAt: UInt64) -> Bool { settled >= readAt }
 }

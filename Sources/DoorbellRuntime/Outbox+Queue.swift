@@ -211,7 +211,7 @@ extension Outbox {
         // An acknowledgement is applied only once the press it removes is on the device: the
         // uplink may have sent it while its append's fsync was still running.
         try transaction(acknowledgements: failed.isEmpty && dead.isEmpty ? delivered.count : 0,
-                        afterAppendsSynced: !delivered.isEmpty) { () throws(OutboxError) in
+                        acknowledging: delivered) { () throws(OutboxError) in
             var removed: Int64 = 0
             if !delivered.isEmpty { try keepLastSequence() }
             for id in delivered {

@@ -17,9 +17,9 @@ import Glibc
 //   never given to another event: sequences are reserved ahead, durably, 1,024 at a time
 //   (`reserveSequences`), and after an unclean reboot the agent goes on after the reservation
 //   (a gap, as the protocol allows, never a sequence seen twice with two ids);
-// - an acknowledgement is applied only after the fsync of every append its read could see
-//   (`settle` asks GroupSync), so a row never leaves before the commit that stored it is on
-//   the device.
+// - an acknowledgement is applied only after the fsync of the appends that stored its rows
+//   (`settle` asks GroupSync with their tickets), so a row never leaves before the commit that
+//   stored it is on the device.
 // What follows "stored" (the event.created log, counters, the MQTT sink's wake-up, the event
 // feed, the phone's receipt) runs when the fsync returns, on the syncer thread: the house's MQTT
 // subscribers do not deduplicate. Without a syncer thread (tools, tests) whoever waits for an
@@ -134,6 +134,7 @@ extension Outbox {
         let rc = flushWriteAheadLog()
         pthread_mutex_lock(mutex)
         let done = group.finishSync(ok: rc == 0)
+        if !unsyncedRows.isEmpty { unsyncedRows = unsyncedRows.filter { $0.value > group.settled } }
         for (waiter, stored) in done { waiter.rc = stored ? 0 : (rc == 0 ? EIO : rc) }
         pthread_cond_broadcast(syncedCondition)
         return done.map(\.waiter).filter { $0.then != nil }

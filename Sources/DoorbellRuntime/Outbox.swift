@@ -135,6 +135,9 @@ public final class Outbox: @unchecked Sendable {
     /// Appends committed without their fsync, the fsync running, who waits for which (see
     /// GroupSync); under `mutex`. Every fsync's return is broadcast on `syncedCondition`.
     var group = GroupSync<SyncWaiter>()
+    /// The ticket of each row whose append's fsync has not returned yet (few: the last moments'
+    /// presses): what an acknowledgement of it waits for.
+    var unsyncedRows: [String: UInt64] = [:]
     let syncedCondition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
     /// The syncer thread runs (`startSyncer`): it makes the fsyncs; without it, whoever waits for
     /// one makes it. Under `mutex`.
@@ -220,15 +223,16 @@ public final class Outbox: @unchecked Sendable {
     /// commit without its own fsync — see `unsyncedAcknowledgementLimit`.
     /// `deferringSync`: COMMIT without its fsync, which the syncer (or the caller) makes outside
     /// the lock (Outbox+Sync.swift); `waiter` is told when it has returned.
-    /// `afterAppendsSynced`: waits first until every append committed so far has had its fsync
-    /// return (acknowledgements: the rows they remove were read before).
-    func transaction<R>(acknowledgements: Int = 0, deferringSync: Bool = false, afterAppendsSynced: Bool = false,
+    /// `acknowledging`: waits first until the appends that stored these rows have had their
+    /// fsync return (an acknowledgement removes them).
+    func transaction<R>(acknowledgements: Int = 0, deferringSync: Bool = false, acknowledging: [String] = [],
                         waiter: SyncWaiter? = nil, _ body: () throws(OutboxError) -> R) throws(OutboxError) -> R {
         try locked { () throws(OutboxError) -> R in
             // Bounded: every deferred commit has someone making its fsync (the syncer, or the
-            // appending thread itself when none runs), failed or not; later commits are not waited for.
-            let readAt = group.committed
-            while afterAppendsSynced && !group.acknowledgementMayApply(readAt: readAt) { pthread_cond_wait(syncedCondition, mutex) }
+            // appending thread itself when none runs), failed or not; only these rows' commits
+            // are waited for, not the ones made since.
+            let readAt = acknowledging.lazy.compactMap { self.unsyncedRows[$0] }.max() ?? 0
+            while !group.acknowledgementMayApply(readAt: readAt) { pthread_cond_wait(syncedCondition, mutex) }
             let synced = !deferringSync
                 && (acknowledgements == 0 || unsyncedAcknowledgements + acknowledgements >= Self.unsyncedAcknowledgementLimit)
             if !synced { try exec("PRAGMA synchronous=NORMAL") }
@@ -239,7 +243,11 @@ public final class Outbox: @unchecked Sendable {
                 let result = try body()
                 try exec("COMMIT")
                 if deferringSync {
-                    _ = group.commit(waiter)
+                    let ticket = group.commit(waiter)
+                    if let batch = waiter?.result {
+                        for e in batch.entries { unsyncedRows[e.id] = ticket }
+                        if let r = batch.report { unsyncedRows[r.id] = ticket }
+                    }
                 } else {
                     // A synced commit makes every earlier frame of the WAL durable too.
                     unsyncedAcknowledgements = synced ? 0 : unsyncedAcknowledgements + acknowledgements

@@ -131,6 +131,37 @@ final class OutboxSyncTests: XCTestCase {
         outbox.close()
     }
 
+    /// An acknowledgement waits for the fsync of the rows it removes, not for the fsync of
+    /// presses committed since (mutation: waiting for every commit made so far holds the
+    /// settle of "a" until b's fsync returns, past the test's bound).
+    func testAnAcknowledgementWaitsOnlyForItsOwnRowsFsync() throws {
+        let dir = try TempDir()
+        let gate = Gate()
+        gate.held = false
+        let outbox = try Outbox(path: dir.file("outbox.sqlite"), flushLog: { gate.flush($0) })
+        _ = try outbox.append([Self.press("first")], bounds: nil, report: nil, whileSyncing: {})
+        try outbox.startSyncer(.unmonitored("outbox-sync", periodMicros: 1_000_000))
+        gate.held = true
+        _ = try outbox.append([Self.press("a")], bounds: nil, report: nil) { _, _ in gate.record("a stored") }
+        XCTAssertEqual(gate.entered.wait(timeout: .now() + 20), .success, "a's fsync started")
+        _ = try outbox.append([Self.press("b")], bounds: nil, report: nil) { _, _ in gate.record("b stored") }
+        gate.open.signal()
+        XCTAssertEqual(gate.entered.wait(timeout: .now() + 20), .success, "b's fsync started (and is held)")
+        let settled = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            try? outbox.settle(delivered: ["a"])
+            settled.signal()
+        }
+        XCTAssertEqual(settled.wait(timeout: .now() + 10), .success, "a's acknowledgement applied while b's fsync runs")
+        XCTAssertFalse(gate.order.contains("b stored"))
+        gate.held = false
+        gate.open.signal()
+        outbox.stopSyncer()
+        XCTAssertEqual(gate.order, ["fsync returned", "a stored", "fsync returned", "b stored"])
+        XCTAssertEqual(try outbox.pending(limit: 10).map(\.id), ["first", "b"])
+        outbox.close()
+    }
+
     /// A clean stop makes the fsync still owed before the syncer ends (mutation: ending the
     /// syncer without draining leaves "a stored" unrecorded when stopSyncer returns).
     func testStoppingTheSyncerMakesTheFsyncStillOwed() throws {
