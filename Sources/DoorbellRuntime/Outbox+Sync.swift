@@ -95,26 +95,20 @@ extension Outbox {
     /// Waits until the fsync covering `waiter`'s commit has returned, making it when no syncer
     /// runs and no fsync is under way; returns its errno (0: stored).
     func waitSynced(_ waiter: SyncWaiter) -> Int32 {
-        var ready: [SyncWaiter] = []
-        pthread_mutex_lock(mutex)
-        while waiter.rc == nil {
-            if syncerRunning || group.syncing != nil {
-                pthread_cond_wait(syncedCondition, mutex)
-            } else {
-                ready += syncOnce()
-            }
-        }
-        let rc = waiter.rc ?? 0
-        pthread_mutex_unlock(mutex)
-        run(ready)
-        return rc
+        syncUntil { waiter.rc != nil }
+        // Set once, under the lock, before syncUntil saw it.
+        return waiter.rc ?? 0
     }
 
     /// Every fsync still owed, made (by the syncer if it runs, else here): before a clean close.
-    func syncPending() {
+    func syncPending() { syncUntil { group.isIdle } }
+
+    /// Waits until `done` (asked under the lock) holds, making the fsyncs itself when no syncer
+    /// runs and none is under way.
+    func syncUntil(_ done: () -> Bool) {
         var ready: [SyncWaiter] = []
         pthread_mutex_lock(mutex)
-        while !group.isIdle {
+        while !done() {
             if syncerRunning || group.syncing != nil {
                 pthread_cond_wait(syncedCondition, mutex)
             } else {

@@ -131,12 +131,9 @@ final class OutboxSyncTests: XCTestCase {
         outbox.close()
     }
 
-    /// An acknowledgement waits for the fsync of the rows it removes, not for the fsync of
-    /// presses committed since (mutation: waiting for every commit made so far holds the
-    /// settle of "a" until b's fsync returns, past the test's bound).
-    func testAnAcknowledgementWaitsOnlyForItsOwnRowsFsync() throws {
-        let dir = try TempDir()
-        let gate = Gate()
+    /// An outbox whose syncer runs: "first" stored (the reservation, the WAL), then "a"
+    /// committed with its fsync held by `gate` ("a stored" recorded when it returns).
+    func outboxWithHeldFsync(_ dir: TempDir, _ gate: Gate) throws -> Outbox {
         gate.held = false
         let outbox = try Outbox(path: dir.file("outbox.sqlite"), flushLog: { gate.flush($0) })
         _ = try outbox.append([Self.press("first")], bounds: nil, report: nil, whileSyncing: {})
@@ -144,6 +141,16 @@ final class OutboxSyncTests: XCTestCase {
         gate.held = true
         _ = try outbox.append([Self.press("a")], bounds: nil, report: nil) { _, _ in gate.record("a stored") }
         XCTAssertEqual(gate.entered.wait(timeout: .now() + 20), .success, "a's fsync started")
+        return outbox
+    }
+
+    /// An acknowledgement waits for the fsync of the rows it removes, not for the fsync of
+    /// presses committed since (mutation: waiting for every commit made so far holds the
+    /// settle of "a" until b's fsync returns, past the test's bound).
+    func testAnAcknowledgementWaitsOnlyForItsOwnRowsFsync() throws {
+        let dir = try TempDir()
+        let gate = Gate()
+        let outbox = try outboxWithHeldFsync(dir, gate)
         _ = try outbox.append([Self.press("b")], bounds: nil, report: nil) { _, _ in gate.record("b stored") }
         gate.open.signal()
         XCTAssertEqual(gate.entered.wait(timeout: .now() + 20), .success, "b's fsync started (and is held)")
@@ -167,13 +174,7 @@ final class OutboxSyncTests: XCTestCase {
     func testStoppingTheSyncerMakesTheFsyncStillOwed() throws {
         let dir = try TempDir()
         let gate = Gate()
-        gate.held = false
-        let outbox = try Outbox(path: dir.file("outbox.sqlite"), flushLog: { gate.flush($0) })
-        _ = try outbox.append([Self.press("first")], bounds: nil, report: nil, whileSyncing: {})
-        try outbox.startSyncer(.unmonitored("outbox-sync", periodMicros: 1_000_000))
-        gate.held = true
-        _ = try outbox.append([Self.press("a")], bounds: nil, report: nil) { _, _ in gate.record("a stored") }
-        XCTAssertEqual(gate.entered.wait(timeout: .now() + 20), .success)
+        let outbox = try outboxWithHeldFsync(dir, gate)
         let stopped = DispatchSemaphore(value: 0)
         Thread.detachNewThread {
             outbox.stopSyncer()
