@@ -412,8 +412,12 @@ class FieldImage(unittest.TestCase):
         self.g.shutdown()
         self.g.boot(timeout=900)
         self.g.run("systemctl is-system-running --wait", 600, check=False)
-        ran = self.g.sh("systemctl show -p ExecMainStatus -p ActiveState doorbell-firstboot.service")
-        self.assertIn("ExecMainStatus=0", ran)
+        # Exit 75 (the network not up yet) would be retried every 30 s: wait for the outcome.
+        def finished():
+            out = self.g.sh("systemctl show -p ExecMainStatus -p ActiveState doorbell-firstboot.service")
+            return out if "ActiveState=active" in out or "ActiveState=failed" in out else None
+        ran = rig.wait_for("doorbell-firstboot finished", 300, finished, 3.0)
+        self.assertIn("ExecMainStatus=0", ran, self.g.sh("journalctl -b -u doorbell-firstboot --no-pager | tail -20"))
         self.assertIn("ActiveState=active", ran)
         provisioning = json.loads(self.g.sh("cat /var/lib/doorbell-agent/provisioning.json"))
         self.assertEqual(provisioning["state"], "provisioned", provisioning)
