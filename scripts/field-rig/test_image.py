@@ -434,7 +434,7 @@ class FieldImage(unittest.TestCase):
         self.assertNotIn("rig-passphrase-1", left)
         self.assertIn(self.cloud.url, left)
         installed = self.g.sh("cat /etc/doorbell-agent/agent.toml")
-        self.assertNotIn("[provision]", installed)
+        self.assertNotRegex(installed, r"(?m)^\[provision\]")
         self.assertIn(f'gateway_id = "{gateway}"', installed)
         self.assertEqual(self.g.sh("systemctl is-active doorbell-agent.service wpa_supplicant@wlan0.service").split(), ["active", "active"])
         rc, out = self.reachable_by_ssh()
@@ -452,7 +452,8 @@ class FieldImage(unittest.TestCase):
                     and e["type"] == "doorbell.pressed"]
         events = rig.wait_for("the press at the cloud", 300, pressed, 2.0)
         self.assertIn("v1a", events[0]["verified"], events[0])
-        self.assertNotIn("test", events[0]["body"], "a replayed radio press, not agentctl inject")
+        self.assertIs(events[0]["body"]["test"], False, "a replayed radio press, not agentctl inject")
+        self.assertEqual(events[0]["body"]["device"]["radio"], "rtl433")
 
     def test_9_power_cut(self):
         """qemu killed during a burst of presses that wait in the outbox (the clock flag taken away

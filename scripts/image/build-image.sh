@@ -87,8 +87,9 @@ clamp_inode_times() {
 }
 
 base=${IMAGE_BASE:-$("$here/build-base.sh" | tail -1)}
-# The image's own epoch (the base has its inputs'): every file newer than it is clamped to it.
-SOURCE_DATE_EPOCH=$(git log -1 --format=%ct)
+# The image's own epoch (the base has its inputs'): every file newer than it is clamped to it. One
+# given in the environment wins (reproducible-builds.org's rule): rebuilding an older image.
+SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct)}
 export SOURCE_DATE_EPOCH
 work=$out/$BOARD.tmp
 tree=$work/tree
