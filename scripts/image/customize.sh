@@ -12,7 +12,8 @@ part_uuid() { printf '%s-%02d' "$DISK_ID" "$1"; }
 
 # The agent: the .deb (its postinst enables the unit), the board's agent.toml as the config.
 cp "$deb" "$root/tmp/doorbell-agent.deb"
-chroot "$root" dpkg -i /tmp/doorbell-agent.deb >&2
+# No dpkg.log line: it carries the build's time (two builds of one commit differed only there).
+chroot "$root" dpkg --log=/dev/null -i /tmp/doorbell-agent.deb >&2
 rm "$root/tmp/doorbell-agent.deb"
 install -m 0644 "$repo/board/$BOARD/agent.toml" "$root/etc/doorbell-agent/agent.toml"
 # An RTL-SDR on USB ([radio.rtl433]): the board profile's udev rule for plain Debian.
