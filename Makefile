@@ -34,7 +34,8 @@ image: deps
 	BOARD=$(BOARD) scripts/image/build-image.sh
 
 # The image itself booted in the field rig's emulated aarch64 board (scripts/field-rig/test_image.py;
-# BOARD default raspberrypi-4). Not in make test yet: its run time is in the README.
+# BOARD default raspberrypi-4; first boot, enrolment and a press against doorbell-cloud, built if
+# missing; a power cut). Opt-in, not in make test: its run time is in the README.
 test-image: deps
 	scripts/field-rig/run-image.sh $(or $(BOARD),raspberrypi-4)
 

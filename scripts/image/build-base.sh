@@ -30,7 +30,7 @@ export SOURCE_DATE_EPOCH
 depends=$(tr ',' '\n' < "$repo/packaging/deb/depends-trixie" | sed 's/(.*)//; s/[[:space:]]//g' | grep -v '^$')
 packages=(systemd systemd-sysv systemd-timesyncd systemd-resolved udev dbus kmod iproute2 ca-certificates
   linux-image-arm64 initramfs-tools busybox raspi-firmware firmware-brcm80211 bluez bluez-firmware
-  wpasupplicant rtl-433 rauc rauc-service openssh-server dosfstools e2fsprogs $depends)
+  wpasupplicant rtl-433 rauc rauc-service openssh-server dosfstools e2fsprogs cloud-guest-utils fdisk $depends)
 key=$( (cat "${inputs[@]}"; echo "${packages[*]} $SOURCE_DATE_EPOCH $MIRROR") | sha256sum | cut -c1-16)
 dir=$IMAGE_CACHE/base-$key
 [ "${IMAGE_FRESH:-0}" != 1 ] || dir=$IMAGE_CACHE/fresh-$$

@@ -12,7 +12,9 @@
 # give the same bytes. IMAGE_FRESH=1 also builds the base root again, without the cache.
 #
 # Inputs: BOARD (a board/<name> with image.conf); IMAGE_DEB (default: the newest
-# .work/deb/trixie/doorbell-agent_*_arm64.deb, built by `make deb ARCH=arm64 DIST=trixie` if none).
+# .work/deb/trixie/doorbell-agent_*_arm64.deb, built by `make deb ARCH=arm64 DIST=trixie` if none);
+# IMAGE_BASE (a build-base.sh directory to use instead of the cached one: trying the image's own
+# files on an older base while a new one builds).
 # Output: .work/image/doorbell-<board>-<version>.img.xz, .img.xz.sha256 and .packages (the root's
 # dpkg-query list, also printed). Needs root (mmdebstrap, chroot, binfmt_misc).
 set -euo pipefail
@@ -33,7 +35,7 @@ boards=$(cd board && ls -d */image.conf 2>/dev/null | sed 's|/image.conf||' | tr
 out=$repo/.work/image
 
 [ "$(id -u)" -eq 0 ] || die "needs root (mmdebstrap --mode=root, chroot, binfmt_misc): run it as root"
-for tool in mmdebstrap sfdisk mkfs.fat mmd mcopy mkfs.ext4 xz dpkg-deb git; do
+for tool in mmdebstrap sfdisk mkfs.fat mmd mcopy mkfs.ext4 debugfs xz dpkg-deb git; do
   command -v $tool >/dev/null || die "$tool is missing: scripts/install-deps.sh installs it (mmdebstrap, fdisk, dosfstools, mtools, e2fsprogs, xz-utils, dpkg-dev, git)"
 done
 
@@ -68,9 +70,26 @@ split_tree() {
   install -d -m 2755 -g "$(awk -F: '$1 == "systemd-journal" {print $3}' "$root/etc/group")" "$t/data/log/journal"
 }
 
-base=$("$here/build-base.sh" | tail -1)
-# The image's own epoch (the base has its inputs'): every file newer than it is clamped to it.
-SOURCE_DATE_EPOCH=$(git log -1 --format=%ct)
+# clamp_inode_times TREE FSIMAGE: every inode of the ext4 file system that `mkfs.ext4 -d TREE`
+# made gets SOURCE_DATE_EPOCH as its ctime and atime (mkfs copies them from the tree: the build's
+# own time, and no tool sets a file's ctime), with debugfs by path. The mtimes are clamped already.
+clamp_inode_times() {
+  local tree=$1 fs=$2 cmds=$work/debugfs.cmds
+  if (cd "$1" && find . -name '*"*' | grep -q .); then die "a file name in $1 has a double quote: debugfs cannot name it"; fi
+  (cd "$tree" && find . -mindepth 1 | LC_ALL=C sort | sed 's|^\.||') | while IFS= read -r f; do
+    for field in ctime atime; do printf 'sif "%s" %s @%s\nsif "%s" %s_extra 0\n' "$f" $field "$SOURCE_DATE_EPOCH" "$f" $field; done
+  done > "$cmds"
+  for f in / /lost+found; do
+    for field in ctime atime; do printf 'sif %s %s @%s\nsif %s %s_extra 0\n' $f $field "$SOURCE_DATE_EPOCH" $f $field; done
+  done >> "$cmds"
+  debugfs -w -f "$cmds" "$fs" > "$work/debugfs.log" 2>&1 || die "debugfs could not set the inode times in $fs: $(tail -3 "$work/debugfs.log")"
+  if grep -v '^debugfs' "$work/debugfs.log" | grep -q .; then die "debugfs: $(grep -v '^debugfs' "$work/debugfs.log" | head -3)"; fi
+}
+
+base=${IMAGE_BASE:-$("$here/build-base.sh" | tail -1)}
+# The image's own epoch (the base has its inputs'): every file newer than it is clamped to it. One
+# given in the environment wins (reproducible-builds.org's rule): rebuilding an older image.
+SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct)}
 export SOURCE_DATE_EPOCH
 work=$out/$BOARD.tmp
 tree=$work/tree
@@ -80,7 +99,7 @@ trap cleanup EXIT
 rm -rf "$work"
 mkdir -p "$tree"
 cp -a "$base/root" "$root"
-[ "${IMAGE_FRESH:-0}" != 1 ] || rm -rf "$base"
+[ "${IMAGE_FRESH:-0}" != 1 ] || [ -n "${IMAGE_BASE:-}" ] || rm -rf "$base"
 # The chroot's maintainer scripts and hooks need /proc (ischroot) and /dev/null.
 mount -t proc proc "$root/proc"
 mount --bind /dev "$root/dev"
@@ -118,6 +137,8 @@ used_mb=$(du -s -B1M "$root" | cut -f1)
 [ "$used_mb" -lt $((ROOT_MB * 9 / 10)) ] || die "the root file system needs ${used_mb} MiB, more than 90% of a ${ROOT_MB} MiB slot: raise ROOT_MB in scripts/image/layout.conf (every slot and bundle follows it)"
 mkfs.ext4 -q -F -L rootfs -U "$ROOT_UUID" -E "hash_seed=$EXT4_HASH_SEED,root_owner=0:0" -m 0 -d "$root" "$work/root.img" "${ROOT_MB}M"
 mkfs.ext4 -q -F -L data -U "$DATA_UUID" -E "hash_seed=$EXT4_HASH_SEED,root_owner=0:0" -d "$tree/data" "$work/data.img" "${DATA_MB}M"
+clamp_inode_times "$root" "$work/root.img"
+clamp_inode_times "$tree/data" "$work/data.img"
 
 name=doorbell-$BOARD-$version
 img=$work/$name.img

@@ -12,7 +12,8 @@ part_uuid() { printf '%s-%02d' "$DISK_ID" "$1"; }
 
 # The agent: the .deb (its postinst enables the unit), the board's agent.toml as the config.
 cp "$deb" "$root/tmp/doorbell-agent.deb"
-chroot "$root" dpkg -i /tmp/doorbell-agent.deb >&2
+# No dpkg.log line: it carries the build's time (two builds of one commit differed only there).
+chroot "$root" dpkg --log=/dev/null -i /tmp/doorbell-agent.deb >&2
 rm "$root/tmp/doorbell-agent.deb"
 install -m 0644 "$repo/board/$BOARD/agent.toml" "$root/etc/doorbell-agent/agent.toml"
 # An RTL-SDR on USB ([radio.rtl433]): the board profile's udev rule for plain Debian.
@@ -20,11 +21,19 @@ install -m 0644 "$repo/board/common/99-doorbell-agent.rules" "$root/etc/udev/rul
 chroot "$root" doorbell-agent check-config /etc/doorbell-agent/agent.toml >&2
 
 # The image's files (the machine-id script went in before the kernel, build-image.sh's setup).
-(cd "$here/overlay" && find . -type f ! -path './etc/initramfs-tools/*') | while read -r f; do
-  install -D -m 0644 "$here/overlay/$f" "$root/$f"
+(cd "$here/overlay" && find . -type f ! -path './etc/initramfs-tools/*' | sort) | while read -r f; do
+  mode=0644; [ ! -x "$here/overlay/$f" ] || mode=0755
+  install -D -m $mode "$here/overlay/$f" "$root/$f"
   sed -i "s|@DATA_PARTUUID@|$(part_uuid 4)|g; s|@ROOT_A_PARTUUID@|$(part_uuid 2)|g; s|@ROOT_B_PARTUUID@|$(part_uuid 3)|g; s|@BOARD@|$BOARD|g" "$root/$f"
 done
-chroot "$root" systemctl enable doorbell-firstboot.service systemd-networkd.service systemd-resolved.service systemd-timesyncd.service >&2
+chroot "$root" systemctl enable doorbell-firstboot.service doorbell-grow-data.service doorbell-wifi.path \
+  systemd-networkd.service systemd-resolved.service systemd-timesyncd.service >&2
+# The installer's Wi-Fi (doorbell-agent provision writes it on the data partition): Debian's
+# wpa_supplicant@wlan0 reads it through a link, started when wlan0 appears (a wired box's unit is
+# then skipped by its condition: overlay's drop-in) or when the file is written (doorbell-wifi.path).
+ln -sfn /data/etc/wpa_supplicant/wpa_supplicant-wlan0.conf "$root/etc/wpa_supplicant/wpa_supplicant-wlan0.conf"
+mkdir -p "$root/etc/systemd/system/sys-subsystem-net-devices-wlan0.device.wants"
+ln -sfn /usr/lib/systemd/system/wpa_supplicant@.service "$root/etc/systemd/system/sys-subsystem-net-devices-wlan0.device.wants/wpa_supplicant@wlan0.service"
 # The agent holds hci0 on the HCI user channel; bluetoothd must not power it up between restarts
 # (board/<board>/README.md, "Bluetooth: the controller is the agent's alone").
 sed -i 's/^#\?AutoEnable=.*/AutoEnable=false/' "$root/etc/bluetooth/main.conf"
