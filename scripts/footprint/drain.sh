@@ -2,14 +2,15 @@
 # drain.sh AGENT TAG N [ENV=VAL...]: prefill N events, start agent against https_test_server.py, wait drained,
 # print wall, cpu, HWM, RSS/PD at the end, faults; sample RSS breakdown at the peak moment if SAMPLE=1.
 set -euo pipefail
+repo=$(cd "$(dirname "$0")/../.." && pwd)
 agent=$1; tag=$2; n=$3; shift 3
 w=/tmp/fp/w; st=$w/drain-$tag; rm -rf $st; mkdir -p $st
 bench=/tmp/fp/bench
 $bench prefill $st/outbox.sqlite gw-bench $n
 [ -f $w/device.key ] && cp $w/device.key $st/
-py=/work/wt-footprint/.venv/bin/python; [ -x $py ] || py=python3
+py=$repo/.venv/bin/python; [ -x $py ] || py=python3
 rm -f $w/srv-$tag.json
-python3 /work/wt-footprint/Tests/helpers/https_test_server.py --cert $w/pki/server.pem --key $w/pki/server.key --log /dev/null --ready-file $w/srv-$tag.json --max-seconds 900 >/dev/null 2>&1 & spid=$!
+python3 $repo/Tests/helpers/https_test_server.py --cert $w/pki/server.pem --key $w/pki/server.key --log /dev/null --ready-file $w/srv-$tag.json --max-seconds 900 >/dev/null 2>&1 & spid=$!
 for _ in $(seq 1 200); do [ -s $w/srv-$tag.json ] && break; sleep 0.05; done
 port=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["port"])' $w/srv-$tag.json)
 cat > $w/drain-$tag.toml <<CONF
