@@ -3,7 +3,8 @@
 # what is missing. Safe to run again. Needs root (apt-get) unless everything is present.
 set -euo pipefail
 
-packages=(rtl-433 curl libgpiod-dev gpiod bluez libbluetooth-dev libmosquitto-dev mosquitto mosquitto-clients libcurl4-openssl-dev libssl-dev libsqlite3-dev postgresql openssl ca-certificates python3 python3-venv sqlite3 dpkg-dev lintian help2man)
+# gcc: SyncerCrashTests compiles its fsync-holding LD_PRELOAD shim with /usr/bin/cc.
+packages=(rtl-433 curl libgpiod-dev gpiod bluez libbluetooth-dev libmosquitto-dev mosquitto mosquitto-clients libcurl4-openssl-dev libssl-dev libsqlite3-dev postgresql openssl ca-certificates python3 python3-venv gcc libc6-dev sqlite3 dpkg-dev lintian help2man)
 # The field rig (make test-field): Debian guests built with mmdebstrap, booted with qemu: on amd64
 # the PC guest (TCG) and the arm64 board (TCG; its image's maintainer scripts run under
 # qemu-user-static, which mmdebstrap checks with arch-test); on arm64 only the board (KVM if usable).
