@@ -10,6 +10,9 @@
 //   acknowledger could have read has had its fsync return (failed or not: after a failed fsync
 //   the row stays and is delivered; holding its acknowledgement for ever would only stall the
 //   queue). A row removed before its fsync could come back from a power cut as a row never sent.
+// - an acknowledgement that may not apply yet is handed over (`acknowledge`), so the uplink goes
+//   straight on: the fsync covering its row releases it (`takeAcknowledgements`), and until it is
+//   applied (`applied`) the row is held — the queue does not send it again (`isHeld`).
 // - a failed fsync says so to every commit it covered; a later fsync that succeeds does not make
 //   them stored (Linux may have dropped their pages with the error).
 
@@ -23,6 +26,10 @@ public struct GroupSync<Waiter>: Sendable where Waiter: Sendable {
     /// Who waits for which ticket, in ticket order (a waiter is given with its commit, so none
     /// can arrive after its fsync returned and miss the outcome).
     private var waiting: [(ticket: UInt64, waiter: Waiter)] = []
+    /// Acknowledgements handed over before their row's fsync returned, with the row's ticket.
+    private var owed: [(ticket: UInt64, id: String)] = []
+    /// Rows whose 2xx is in hand but not applied yet (owed, or released and being applied).
+    public private(set) var held: Set<String> = []
 
     public init() {}
 
@@ -61,4 +68,36 @@ public struct GroupSync<Waiter>: Sendable where Waiter: Sendable {
     /// Whether an acknowledgement may be applied now for rows whose commits' tickets are at
     /// most `readAt` (0: rows stored by a commit with its own fsync).
     public func acknowledgementMayApply(readAt: UInt64) -> Bool { settled >= readAt }
+
+    /// A 2xx for row `id`, stored by the commit with `ticket` (0: by a commit with its own
+    /// fsync). True: apply it now. False: it is kept until the fsync covering `ticket` returns,
+    /// and the row is held meanwhile. A row already held is not acknowledged twice.
+    public mutating func acknowledge(_ id: String, ticket: UInt64) -> Bool {
+        guard !held.contains(id) else { return false }
+        guard !acknowledgementMayApply(readAt: ticket) else { return true }
+        owed.append((ticket, id))
+        held.insert(id)
+        return false
+    }
+
+    /// The handed-over acknowledgements whose fsync has returned, to apply now (in the order they
+    /// came); their rows stay held until `applied`.
+    public mutating func takeAcknowledgements() -> [String] {
+        guard owed.contains(where: { $0.ticket <= settled }) else { return [] }
+        let ready = owed.filter { $0.ticket <= settled }.map(\.id)
+        owed.removeAll { $0.ticket <= settled }
+        return ready
+    }
+
+    /// The taken acknowledgements were applied (or failed to be: then their rows are sent again,
+    /// as after a crash); the rows are no longer held.
+    public mutating func applied(_ ids: [String]) {
+        for id in ids { held.remove(id) }
+    }
+
+    /// Whether the queue must skip this row: its 2xx is in hand, not applied yet.
+    public func isHeld(_ id: String) -> Bool { held.contains(id) }
+
+    /// Acknowledgements handed over and not applied yet (a clean stop waits for none).
+    public var owesAcknowledgements: Bool { !held.isEmpty }
 }

@@ -124,7 +124,7 @@ extension Outbox {
         try select("""
             SELECT \(Self.columns) FROM events WHERE dead = 0 AND sinks & 1 != 0 AND (next_attempt_at_ms <= ?1 OR next_attempt_at_ms > ?2)
             ORDER BY sequence LIMIT ?3
-            """, [nowWallMs, nowWallMs + Int64(UplinkMachine.maxRetryAfterMillis), Int64(limit)])
+            """, [nowWallMs, nowWallMs + Int64(UplinkMachine.maxRetryAfterMillis), Int64(limit)], keep: notHeld)
     }
 
     static let newestPressesQuery = "SELECT \(columns), sinks FROM events WHERE priority = \(EvictionPolicy.press) ORDER BY sequence DESC LIMIT ?"
@@ -133,7 +133,12 @@ extension Outbox {
     /// handful of rows, whatever the backlog): where the uplink finds a live press.
     public func newestPresses(limit: Int) throws(OutboxError) -> [OutboxEntry] {
         // Filtered here, not in SQL: a filter there could walk the whole index to fill the limit.
-        try select(Self.newestPressesQuery, [Int64(limit)], keep: { stmt in sqlite3_column_int64(stmt, 11) & 1 != 0 }).filter { !$0.dead }
+        try select(Self.newestPressesQuery, [Int64(limit)], keep: { stmt in sqlite3_column_int64(stmt, 11) & 1 != 0 && notHeld(stmt) }).filter { !$0.dead }
+    }
+
+    /// Under the lock (`select`): a row whose 2xx is in hand but not applied yet is not sent again.
+    func notHeld(_ stmt: OpaquePointer) -> Bool {
+        !group.owesAcknowledgements || !group.isHeld(text(stmt, 0) ?? "")
     }
 
     /// Backoffs start afresh when the uplink starts (an installer who fixed the network and
@@ -204,27 +209,20 @@ extension Outbox {
     /// What became of a window of deliveries: acknowledged rows leave, refused ones are parked,
     /// failed ones count an attempt — all in one transaction (one fsync, shared page writes).
     /// A power cut before the commit sends the acknowledged ones again; receivers deduplicate.
+    /// An acknowledgement of a row whose append's fsync has not returned yet is handed over
+    /// (GroupSync) and applied by whoever makes that fsync once it has: the uplink goes on at
+    /// once, and the queue's reads skip the row meanwhile (Outbox+Sync.swift).
     public func settle(delivered: [String], failed: [(id: String, error: String, nextAttemptAtMs: Int64)] = [],
                        dead: [(id: String, error: String)] = []) throws(OutboxError) {
         guard !delivered.isEmpty || !failed.isEmpty || !dead.isEmpty else { return }
+        var now: [String] = []
+        locked {
+            for id in delivered where group.acknowledge(id, ticket: unsyncedRows[id] ?? 0) { now.append(id) }
+        }
+        guard !now.isEmpty || !failed.isEmpty || !dead.isEmpty else { return }
         // Failures and parkings keep their fsync: their counts and backoffs must survive.
-        // An acknowledgement is applied only once the press it removes is on the device: the
-        // uplink may have sent it while its append's fsync was still running.
-        try transaction(acknowledgements: failed.isEmpty && dead.isEmpty ? delivered.count : 0,
-                        acknowledging: delivered) { () throws(OutboxError) in
-            var removed: Int64 = 0
-            if !delivered.isEmpty { try keepLastSequence() }
-            for id in delivered {
-                // The cloud alone (no [mqtt]): one statement.
-                if try delete(id: id, where: "sinks = 1") {
-                    removed += 1
-                    continue
-                }
-                try run("UPDATE events SET sinks = sinks & ~1 WHERE id = ? AND sinks & 1 != 0", [.text(id)])
-                removed += Int64(sqlite3_changes(db))
-                try delete(id: id, where: "sinks = 0")
-            }
-            if removed > 0 { try run("UPDATE meta SET value = value + ? WHERE key = 'delivered'", [.int(removed)]) }
+        try transaction(acknowledgements: failed.isEmpty && dead.isEmpty ? now.count : 0) { () throws(OutboxError) in
+            try removeDelivered(now)
             for f in failed {
                 try run("UPDATE events SET attempts = attempts + 1, last_error = ?, next_attempt_at_ms = ? WHERE id = ?",
                         [.text(String(f.error.prefix(500))), .int(f.nextAttemptAtMs), .text(f.id)])
@@ -235,6 +233,25 @@ extension Outbox {
                 tally.dead += Int64(sqlite3_changes(db))
             }
         }
+    }
+
+    /// The cloud's acknowledgements (inside a transaction, which keeps the tally): rows no other
+    /// sink waits for leave, the others lose the cloud's bit.
+    func removeDelivered(_ delivered: [String]) throws(OutboxError) {
+        guard !delivered.isEmpty else { return }
+        var removed: Int64 = 0
+        try keepLastSequence()
+        for id in delivered {
+            // The cloud alone (no [mqtt]): one statement.
+            if try delete(id: id, where: "sinks = 1") {
+                removed += 1
+                continue
+            }
+            try run("UPDATE events SET sinks = sinks & ~1 WHERE id = ? AND sinks & 1 != 0", [.text(id)])
+            removed += Int64(sqlite3_changes(db))
+            try delete(id: id, where: "sinks = 0")
+        }
+        if removed > 0 { try run("UPDATE meta SET value = value + ? WHERE key = 'delivered'", [.int(removed)]) }
     }
 
     /// Rewrites the bodies of several events before their first delivery (clock correction), in

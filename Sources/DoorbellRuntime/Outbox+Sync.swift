@@ -19,7 +19,10 @@ import Glibc
 //   (a gap, as the protocol allows, never a sequence seen twice with two ids);
 // - an acknowledgement is applied only after the fsync of the appends that stored its rows
 //   (`settle` asks GroupSync with their tickets), so a row never leaves before the commit that
-//   stored it is on the device.
+//   stored it is on the device. The uplink does not wait for that fsync: it hands the
+//   acknowledgement over and sends the next press; whoever makes the fsync (the syncer) applies
+//   it once it returned, and until then the queue's reads skip the row (it is not sent again; a
+//   crash meanwhile sends it again under its id, and the cloud deduplicates).
 // What follows "stored" (the event.created log, counters, the MQTT sink's wake-up, the event
 // feed, the phone's receipt) runs when the fsync returns, on the syncer thread: the house's MQTT
 // subscribers do not deduplicate. Without a syncer thread (tools, tests) whoever waits for an
@@ -100,30 +103,46 @@ extension Outbox {
         return waiter.rc ?? 0
     }
 
-    /// Every fsync still owed, made (by the syncer if it runs, else here): before a clean close.
-    func syncPending() { syncUntil { group.isIdle } }
+    /// Every fsync still owed, made (by the syncer if it runs, else here), and every
+    /// acknowledgement it released applied: before a clean close.
+    func syncPending() {
+        syncUntil { group.isIdle }
+        // Bounded: whoever took them applies them at once and broadcasts.
+        pthread_mutex_lock(mutex)
+        while group.owesAcknowledgements { pthread_cond_wait(syncedCondition, mutex) }
+        pthread_mutex_unlock(mutex)
+    }
 
     /// Waits until `done` (asked under the lock) holds, making the fsyncs itself when no syncer
     /// runs and none is under way.
     func syncUntil(_ done: () -> Bool) {
-        var ready: [SyncWaiter] = []
+        var ready = SyncOutcome()
         pthread_mutex_lock(mutex)
         while !done() {
             if syncerRunning || group.syncing != nil {
                 pthread_cond_wait(syncedCondition, mutex)
             } else {
-                ready += syncOnce()
+                let more = syncOnce()
+                ready.waiters += more.waiters
+                ready.acknowledgements += more.acknowledgements
             }
         }
         pthread_mutex_unlock(mutex)
         run(ready)
     }
 
+    /// What an fsync's return leaves to do once the lock is released: the settled waiters with
+    /// something to run, and the acknowledgements it released.
+    struct SyncOutcome {
+        var waiters: [SyncWaiter] = []
+        var acknowledgements: [String] = []
+    }
+
     /// One fsync covering every commit so far, if GroupSync starts one. Called and returns with
     /// `mutex` held; the fsync itself runs without it, so appends and the uplink go on. Returns
-    /// the settled waiters with something to do, to be run once the lock is released.
-    func syncOnce() -> [SyncWaiter] {
-        guard group.startSync() != nil else { return [] }
+    /// what is left to do, to be run once the lock is released.
+    func syncOnce() -> SyncOutcome {
+        guard group.startSync() != nil else { return SyncOutcome() }
         pthread_mutex_unlock(mutex)
         let rc = flushWriteAheadLog()
         pthread_mutex_lock(mutex)
@@ -131,11 +150,25 @@ extension Outbox {
         if !unsyncedRows.isEmpty { unsyncedRows = unsyncedRows.filter { $0.value > group.settled } }
         for (waiter, stored) in done { waiter.rc = stored ? 0 : (rc == 0 ? EIO : rc) }
         pthread_cond_broadcast(syncedCondition)
-        return done.map(\.waiter).filter { $0.then != nil }
+        return SyncOutcome(waiters: done.map(\.waiter).filter { $0.then != nil }, acknowledgements: group.takeAcknowledgements())
     }
 
-    func run(_ ready: [SyncWaiter]) {
-        for waiter in ready { waiter.then?(waiter.result, Self.syncError(waiter.rc ?? 0, path: path)) }
+    /// Acknowledgements first: the next fsync need not wait for the "stored" follow-ups.
+    func run(_ ready: SyncOutcome) {
+        applyAcknowledgements(ready.acknowledgements)
+        for waiter in ready.waiters { waiter.then?(waiter.result, Self.syncError(waiter.rc ?? 0, path: path)) }
+    }
+
+    /// Applies acknowledgements GroupSync released (their rows' fsync returned): one transaction
+    /// without an fsync of its own, as the uplink's. If it fails the rows stay and are sent again
+    /// (the receiver deduplicates), as after a crash.
+    func applyAcknowledgements(_ ids: [String]) {
+        guard !ids.isEmpty else { return }
+        _ = try? transaction(acknowledgements: ids.count) { () throws(OutboxError) in try removeDelivered(ids) }
+        locked {
+            group.applied(ids)
+            pthread_cond_broadcast(syncedCondition)
+        }
     }
 
     /// Starts the syncer thread: it makes the fsyncs the appends owe, one at a time, beating

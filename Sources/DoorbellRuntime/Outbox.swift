@@ -223,16 +223,9 @@ public final class Outbox: @unchecked Sendable {
     /// commit without its own fsync — see `unsyncedAcknowledgementLimit`.
     /// `deferringSync`: COMMIT without its fsync, which the syncer (or the caller) makes outside
     /// the lock (Outbox+Sync.swift); `waiter` is told when it has returned.
-    /// `acknowledging`: waits first until the appends that stored these rows have had their
-    /// fsync return (an acknowledgement removes them).
-    func transaction<R>(acknowledgements: Int = 0, deferringSync: Bool = false, acknowledging: [String] = [],
+    func transaction<R>(acknowledgements: Int = 0, deferringSync: Bool = false,
                         waiter: SyncWaiter? = nil, _ body: () throws(OutboxError) -> R) throws(OutboxError) -> R {
         try locked { () throws(OutboxError) -> R in
-            // Bounded: every deferred commit has someone making its fsync (the syncer, or the
-            // appending thread itself when none runs), failed or not; only these rows' commits
-            // are waited for, not the ones made since.
-            let readAt = acknowledging.lazy.compactMap { self.unsyncedRows[$0] }.max() ?? 0
-            while !group.acknowledgementMayApply(readAt: readAt) { pthread_cond_wait(syncedCondition, mutex) }
             let synced = !deferringSync
                 && (acknowledgements == 0 || unsyncedAcknowledgements + acknowledgements >= Self.unsyncedAcknowledgementLimit)
             if !synced { try exec("PRAGMA synchronous=NORMAL") }

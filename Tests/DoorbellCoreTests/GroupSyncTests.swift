@@ -95,4 +95,103 @@ import Testing
             #expect(reads.allSatisfy { g.acknowledgementMayApply(readAt: $0) })
         }
     }
+    /// A 2xx for a row whose fsync runs is handed over: the row is held (not sent again) until
+    /// the acknowledgement is applied, which the fsync's return releases; a row already durable
+    /// is acknowledged at once (mutation: releasing owed acknowledgements whose ticket is past
+    /// `settled` gives "b" back after a's fsync).
+    @Test func anAcknowledgementBeforeItsFsyncIsHeldAndReleasedByIt() {
+        var g = GroupSync<Int>()
+        let a = g.commit()
+        _ = g.startSync()
+        let b = g.commit()
+        let now = [g.acknowledge("a", ticket: a), g.acknowledge("b", ticket: b), g.acknowledge("a", ticket: a), g.acknowledge("old", ticket: 0)]
+        #expect(now == [false, false, false, true], "a and b wait for their fsync, a held is not acknowledged twice, old is durable")
+        #expect(g.isHeld("a") && g.isHeld("b") && !g.isHeld("old"))
+        let early = g.takeAcknowledgements()
+        #expect(early.isEmpty, "nothing released before an fsync returned")
+        _ = g.finishSync(ok: true)
+        let first = g.takeAcknowledgements()
+        #expect(first == ["a"])
+        #expect(g.isHeld("a"), "held until applied")
+        g.applied(["a"])
+        #expect(!g.isHeld("a") && g.owesAcknowledgements)
+        _ = g.startSync()
+        _ = g.finishSync(ok: false)
+        let second = g.takeAcknowledgements()
+        #expect(second == ["b"], "a failed fsync releases it too (the row stays, is delivered)")
+        g.applied(["b"])
+        #expect(!g.owesAcknowledgements)
+    }
+
+    /// Any interleaving of commits (each a row), fsync starts and returns, sends of rows the
+    /// queue offers, 2xx answers handed over, and the shell taking and applying what an fsync
+    /// released: a row whose 2xx is in hand is never sent again before its acknowledgement is
+    /// applied; an acknowledgement is never released before an fsync started after its row's
+    /// commit returned; every release is taken at the first take after it, and a clean stop
+    /// (fsyncs until idle, take, apply) leaves nothing owed and every answered row removed.
+    @Test func aHandedOverAcknowledgementIsNeverSentAgainNorAppliedBeforeItsFsync() async {
+        await propertyCheck(count: 500, input: Gen.int(in: 0...7).array(of: 0...150)) { steps in
+            var g = GroupSync<UInt64>()
+            var fsynced: Set<UInt64> = [] // rows an fsync started after their commit returned for
+            var running: UInt64?
+            var queue: [UInt64] = [] // rows in the table
+            var inFlight: [UInt64] = []
+            var answered: Set<UInt64> = [] // 2xx in hand, not applied
+            var taken: [String] = []
+            func finish(ok: Bool) {
+                _ = g.finishSync(ok: ok)
+                if let covered = running, covered > 0 { for t in 1...covered { fsynced.insert(t) } }
+                running = nil
+            }
+            func apply(_ ids: [String]) {
+                for id in ids {
+                    let row = UInt64(id) ?? 0
+                    queue.removeAll { $0 == row }
+                    answered.remove(row)
+                }
+                g.applied(ids)
+            }
+            func take() {
+                let ids = g.takeAcknowledgements()
+                for id in ids { #expect(fsynced.contains(UInt64(id) ?? 0), "applied before its fsync returned: \(id)") }
+                let owedReleased = answered.filter { fsynced.contains($0) && !taken.contains(String($0)) }
+                #expect(Set(ids) == Set(owedReleased.map(String.init)), "every released acknowledgement taken")
+                taken += ids
+            }
+            for step in steps {
+                switch step {
+                case 0: queue.append(g.commit(g.committed + 1))
+                case 1: if g.startSync() != nil { running = g.committed }
+                case 2: finish(ok: true)
+                case 3: finish(ok: false)
+                case 4:
+                    // The uplink reads the queue (skipping held rows) and sends the first it may.
+                    guard let row = queue.first(where: { !g.isHeld(String($0)) && !inFlight.contains($0) }) else { continue }
+                    #expect(!answered.contains(row), "sent again while its 2xx waits: \(row)")
+                    inFlight.append(row)
+                case 5:
+                    guard !inFlight.isEmpty else { continue }
+                    let row = inFlight.removeFirst()
+                    answered.insert(row)
+                    if g.acknowledge(String(row), ticket: row) {
+                        #expect(fsynced.contains(row), "applied at once before its fsync: \(row)")
+                        apply([String(row)])
+                    }
+                case 6: take() // under the lock, after an fsync returned
+                default:
+                    apply(taken) // its transaction, later, on the syncer's thread
+                    taken = []
+                }
+            }
+            // A clean stop: fsyncs until idle, then what they released applied.
+            for _ in 0..<2 where !g.isIdle {
+                if g.startSync() != nil { running = g.committed }
+                finish(ok: true)
+            }
+            take()
+            apply(taken)
+            #expect(!g.owesAcknowledgements)
+            #expect(answered.isEmpty, "every acknowledgement applied: \(answered)")
+        }
+    }
 }

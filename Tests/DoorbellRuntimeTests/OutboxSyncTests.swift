@@ -31,8 +31,10 @@ final class OutboxSyncTests: XCTestCase {
     }
 
     /// The uplink is woken and can read the press before its fsync returns; its acknowledgement
-    /// waits for the fsync (mutations: flushing under the outbox lock hangs the read; dropping the
-    /// wait in `settle` puts "settled" before "fsync returned").
+    /// is handed over at once and applied only once the fsync returned — meanwhile the row stays
+    /// in the table and the queue does not offer it again (mutations: flushing under the outbox
+    /// lock hangs the read; applying the acknowledgement at once empties the table during the
+    /// fsync; not skipping held rows in `due` offers "press" again).
     func testThePressIsReadableDuringItsFsyncAndItsAcknowledgementWaitsForIt() throws {
         let dir = try TempDir()
         let gate = Gate()
@@ -61,21 +63,21 @@ final class OutboxSyncTests: XCTestCase {
         XCTAssertEqual(read.wait(timeout: .now() + 20), .success, "the outbox answers during the fsync")
         XCTAssertEqual(seen, ["before", "press"])
 
-        // Its 2xx came back: the acknowledgement waits for the fsync.
+        // Its 2xx came back: the uplink does not wait for the fsync; the acknowledgement does.
         let settled = DispatchSemaphore(value: 0)
         Thread.detachNewThread {
             try? outbox.settle(delivered: ["press"])
-            gate.record("settled")
             settled.signal()
         }
-        usleep(200_000) // room for a settle that did not wait to show itself
-        XCTAssertEqual(gate.order, [], "nothing is stored or settled while the fsync runs")
+        XCTAssertEqual(settled.wait(timeout: .now() + 20), .success, "the uplink goes on during the fsync")
+        XCTAssertEqual(try outbox.pending(limit: 10).map(\.id), ["before", "press"], "not applied before its fsync")
+        XCTAssertEqual(try outbox.due(nowWallMs: 10, limit: 10).map(\.id), ["before"], "not offered again meanwhile")
+        XCTAssertEqual(try outbox.newestPresses(limit: 10).map(\.id), ["before"])
+        XCTAssertEqual(gate.order, [], "nothing is stored while the fsync runs")
         gate.open.signal()
         XCTAssertEqual(appended.wait(timeout: .now() + 20), .success)
-        XCTAssertEqual(settled.wait(timeout: .now() + 20), .success)
-        XCTAssertEqual(gate.order.first, "fsync returned", "\(gate.order)")
-        XCTAssertEqual(Set(gate.order), ["fsync returned", "stored", "settled"])
-        XCTAssertEqual(try outbox.pending(limit: 10).map(\.id), ["before"])
+        XCTAssertEqual(gate.order, ["fsync returned", "stored"])
+        XCTAssertEqual(try outbox.pending(limit: 10).map(\.id), ["before"], "applied by whoever made the fsync")
         XCTAssertEqual(outbox.unsyncedAppends, 0)
         XCTAssertEqual(try outbox.stats(), try outbox.countedStats())
         outbox.close()
@@ -83,10 +85,10 @@ final class OutboxSyncTests: XCTestCase {
 
     /// With the syncer thread, an append returns at COMMIT: the next presses commit (and could be
     /// sent) while the last one's fsync runs, one later fsync covers all of them, each counts as
-    /// stored only once its own fsync returned, and their acknowledgements wait for it
-    /// (mutations: the append waiting for its fsync, as before the syncer, times the second
+    /// stored only once its own fsync returned, and their acknowledgements, handed over, wait for
+    /// it (mutations: the append waiting for its fsync, as before the syncer, times the second
     /// append out; settling the fsync's target when it returns instead of when it starts reports
-    /// "b stored" after the first fsync; dropping the acknowledgement's wait settles first).
+    /// "b stored" after the first fsync; applying acknowledgements at once empties the table).
     func testTheSyncerLetsTheNextPressesCommitDuringAnFsyncAndOneFsyncCoversThem() throws {
         let dir = try TempDir()
         let gate = Gate()
@@ -110,20 +112,15 @@ final class OutboxSyncTests: XCTestCase {
         XCTAssertEqual(append("b").wait(timeout: .now() + 20), .success, "b committed while a's fsync runs")
         XCTAssertEqual(append("c").wait(timeout: .now() + 20), .success, "c too")
         XCTAssertEqual(try outbox.due(nowWallMs: 10, limit: 10).map(\.id), ["first", "a", "b", "c"], "all readable for the uplink")
-        let settled = DispatchSemaphore(value: 0)
-        Thread.detachNewThread {
-            try? outbox.settle(delivered: ["a", "b", "c"])
-            gate.record("settled after \(flushes) fsyncs")
-            settled.signal()
-        }
-        usleep(200_000) // room for a settle that did not wait to show itself
-        XCTAssertEqual(gate.order, [], "nothing stored or settled while the fsync runs")
+        try outbox.settle(delivered: ["a", "b", "c"]) // returns at once: handed over
+        XCTAssertEqual(try outbox.pending(limit: 10).map(\.id), ["first", "a", "b", "c"], "none applied before its fsync")
+        XCTAssertEqual(try outbox.due(nowWallMs: 10, limit: 10).map(\.id), ["first"], "none offered again")
+        XCTAssertEqual(gate.order, [], "nothing stored while the fsync runs")
         gate.held = false
         gate.open.signal()
-        XCTAssertEqual(settled.wait(timeout: .now() + 20), .success)
-        outbox.stopSyncer()
+        outbox.stopSyncer() // a clean stop applies what is owed
         XCTAssertEqual(Array(gate.order.prefix(2)), ["fsync returned", "a stored"], "\(gate.order)")
-        XCTAssertEqual(Set(gate.order), ["fsync returned", "a stored", "b stored", "c stored", "settled after 2 fsyncs"])
+        XCTAssertEqual(Set(gate.order), ["fsync returned", "a stored", "b stored", "c stored"])
         XCTAssertLessThan(gate.order.firstIndex(of: "a stored") ?? 99, gate.order.firstIndex(of: "b stored") ?? -1)
         XCTAssertEqual(flushes, 2, "one fsync for a, one for b and c together")
         XCTAssertEqual(outbox.unsyncedAppends, 0)

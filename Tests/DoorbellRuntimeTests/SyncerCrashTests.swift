@@ -41,44 +41,69 @@ final class SyncerCrashTests: XCTestCase {
     }
     """
 
-    func testAKillWhileThePressesFsyncIsHeldLosesNothingStoredAndNeverRingsTwice() throws {
-        try requireFile(Paths.agentBinary, "doorbell-agent")
-        try requireFile("/usr/bin/cc", "cc (apt-get install gcc)")
-        let dir = try TempDir()
-        let shim = dir.file("hold-fsync.so")
-        let built = try runCommand("/usr/bin/cc", ["-shared", "-fPIC", "-O1", "-o", shim, try dir.write("hold-fsync.c", Self.holdSource), "-ldl"])
-        XCTAssertEqual(built.status, 0, built.stderr)
-        let hold = dir.file("hold")
-        let pidFile = dir.file("agent.pid")
-        let receiver = try ScriptedReceiver(dir: dir, ["--script", "200,kill,200", "--kill-pid-file", pidFile])
-        defer { receiver.stop() }
-        // The radio stand-in sends one press line each time the test creates `trigger`.
-        let trigger = dir.file("trigger")
-        let radio = try dir.write("radio.sh", """
-        #!/bin/sh
-        while kill -0 $PPID 2>/dev/null; do
-          if [ -e \(trigger) ]; then rm -f \(trigger); echo '{"model" : "EV1527", "code" : 1}'; fi
-          sleep 0.01
-        done
-        """)
-        chmod(radio, 0o755)
-        let chime = try ChimeRecorder(dir)
-        let socket = dir.file("control.sock")
-        let config = try dir.write("agent.toml", agentConfig(
-            stateDir: dir.file("state"), socket: socket, radio: "[radio.rtl433]\nbinary = \"\(radio)\"",
-            devices: [("front-door", "{ code = 1 }")], url: receiver.url, caFile: receiver.caFile, secretFile: try webhookSecret(dir))
-            + "\n[tracker.button]\ncooldown_ms = 0\nrepeat_gap_ms = 20\n" + chime.toml)
+    /// A real agent's setting: the fsync-holding shim, a receiver, a radio stand-in that sends one
+    /// press line each time `press()` creates its trigger, and the agent's config.
+    struct Rig {
+        let dir: TempDir
+        let shim: String
+        let hold: String
+        let receiver: ScriptedReceiver
+        let chime: ChimeRecorder
+        let socket: String
+        let config: String
+        let trigger: String
+
+        init(receiverArgs: [String]) throws {
+            try requireFile(Paths.agentBinary, "doorbell-agent")
+            try requireFile("/usr/bin/cc", "cc (apt-get install gcc)")
+            dir = try TempDir()
+            shim = dir.file("hold-fsync.so")
+            let built = try runCommand("/usr/bin/cc", ["-shared", "-fPIC", "-O1", "-o", shim, try dir.write("hold-fsync.c", SyncerCrashTests.holdSource), "-ldl"])
+            XCTAssertEqual(built.status, 0, built.stderr)
+            hold = dir.file("hold")
+            receiver = try ScriptedReceiver(dir: dir, receiverArgs)
+            trigger = dir.file("trigger")
+            let radio = try dir.write("radio.sh", """
+            #!/bin/sh
+            while kill -0 $PPID 2>/dev/null; do
+              if [ -e \(trigger) ]; then rm -f \(trigger); echo '{"model" : "EV1527", "code" : 1}'; fi
+              sleep 0.01
+            done
+            """)
+            chmod(radio, 0o755)
+            chime = try ChimeRecorder(dir)
+            socket = dir.file("control.sock")
+            config = try dir.write("agent.toml", agentConfig(
+                stateDir: dir.file("state"), socket: socket, radio: "[radio.rtl433]\nbinary = \"\(radio)\"",
+                devices: [("front-door", "{ code = 1 }")], url: receiver.url, caFile: receiver.caFile, secretFile: try webhookSecret(dir))
+                + "\n[tracker.button]\ncooldown_ms = 0\nrepeat_gap_ms = 20\n" + chime.toml)
+        }
+
+        func startAgent(_ name: String) throws -> Child {
+            try Child(Paths.agentBinary, ["run", "--config", config], dir: dir, name: name, environment: ["LD_PRELOAD": shim, "HOLD_FSYNC_FILE": hold])
+        }
+
         func press() {
             FileManager.default.createFile(atPath: trigger, contents: nil)
             eventually(10, "the radio read the trigger") { !FileManager.default.fileExists(atPath: trigger) }
             usleep(30_000) // the tracker's repeat gap: the next line is a new press
         }
+
         func created(_ agent: Child) -> [String] {
             agent.stderr.split(separator: "\n").filter { $0.contains("event.created") }.map(String.init)
         }
+    }
 
-        let agent = try Child(Paths.agentBinary, ["run", "--config", config], dir: dir, name: "agent-1",
-                              environment: ["LD_PRELOAD": shim, "HOLD_FSYNC_FILE": hold])
+    func testAKillWhileThePressesFsyncIsHeldLosesNothingStoredAndNeverRingsTwice() throws {
+        let dir = try TempDir() // for the pid file, before the receiver that reads it
+        let pidFile = dir.file("agent.pid")
+        let rig = try Rig(receiverArgs: ["--script", "200,kill,200", "--kill-pid-file", pidFile])
+        let (receiver, hold, socket, config, chime) = (rig.receiver, rig.hold, rig.socket, rig.config, rig.chime)
+        defer { receiver.stop() }
+        func press() { rig.press() }
+        func created(_ agent: Child) -> [String] { rig.created(agent) }
+
+        let agent = try rig.startAgent("agent-1")
         defer { agent.stop() }
         eventually(30, "agent answers") { agentStatus(socket) != nil }
         try "\(agent.process.processIdentifier)".write(toFile: pidFile, atomically: true, encoding: .utf8)
@@ -100,7 +125,7 @@ final class SyncerCrashTests: XCTestCase {
 
         // The process crashed (the commit is in the page cache): press 2 comes back under its own
         // id; press 3 is new.
-        let again = try startAgent(dir, config: config, socket: socket, name: "agent-2")
+        let again = try startAgent(rig.dir, config: config, socket: socket, name: "agent-2")
         defer { again.stop() }
         press()
         eventually(30, "everything delivered") { receiver.requests.count >= 4 && agentStatus(socket)?["outbox"]?["depth"]?.intValue == 0 }
@@ -115,6 +140,51 @@ final class SyncerCrashTests: XCTestCase {
         // kill came): presses 1 and 3 rang, and the resend never rings.
         eventually(10, "presses 1 and 3 rang") { chime.rings.count >= 2 }
         XCTAssertLessThanOrEqual(chime.rings.count, 3, "at most one ring per press, none for the resend: \(chime.rings)")
+    }
+
+    /// The uplink does not wait for a press's fsync before the next press: with press 2's fsync
+    /// held, its 2xx is handed over and press 3 is sent meanwhile; press 2 is not sent again
+    /// while its acknowledgement waits, and a clean stop during the held fsync applies both
+    /// acknowledgements once it returns — the restarted agent sends nothing again (mutations:
+    /// main's settle waiting for the fsync never sends press 3 while it is held; not skipping
+    /// held rows sends press 2 twice; a stop that does not apply what is owed sends 2 and 3
+    /// again after the restart).
+    func testTheUplinkSendsTheNextPressWhileTheLastOnesAcknowledgementWaitsForItsFsync() throws {
+        let rig = try Rig(receiverArgs: ["--script", "200"])
+        defer { rig.receiver.stop() }
+        let agent = try rig.startAgent("agent-1")
+        defer { agent.stop() }
+        eventually(30, "agent answers") { agentStatus(rig.socket) != nil }
+        rig.press()
+        eventually(20, "press 1 delivered and applied") {
+            rig.receiver.requests.count == 1 && agentStatus(rig.socket)?["outbox"]?["depth"]?.intValue == 0
+        }
+        FileManager.default.createFile(atPath: rig.hold, contents: nil)
+        rig.press()
+        eventually(20, "press 2 sent while its fsync is held") { rig.receiver.requests.count == 2 }
+        XCTAssertTrue(FileManager.default.fileExists(atPath: rig.hold + ".entered"), "press 2's fsync is held")
+        rig.press()
+        eventually(20, "press 3 sent while press 2's fsync is still held") { rig.receiver.requests.count == 3 }
+        XCTAssertEqual(agentStatus(rig.socket)?["outbox"]?["depth"]?.intValue, 2, "neither acknowledgement applied before its fsync")
+        usleep(300_000) // room for a resend of a held row to show itself
+        XCTAssertEqual(rig.receiver.requests.count, 3, "nothing sent again while the acknowledgements wait")
+        XCTAssertEqual(rig.created(agent).count, 1, "presses 2 and 3 not stored yet")
+
+        // A clean stop while the fsync is held: it finishes once the fsync returns and applies both.
+        agent.signal(SIGTERM)
+        usleep(300_000)
+        try FileManager.default.removeItem(atPath: rig.hold)
+        XCTAssertEqual(agent.wait(seconds: 30), 0, "clean stop: \(agent.stderr.suffix(2000))")
+        XCTAssertEqual(rig.created(agent).count, 3, "presses 2 and 3 stored once their fsync returned")
+        let again = try startAgent(rig.dir, config: rig.config, socket: rig.socket, name: "agent-2")
+        defer { again.stop() }
+        XCTAssertEqual(agentStatus(rig.socket)?["outbox"]?["depth"]?.intValue, 0, "both acknowledgements applied at the stop")
+        rig.press()
+        eventually(20, "press 4 delivered") { rig.receiver.requests.count >= 4 }
+        usleep(300_000)
+        let ids = rig.receiver.requests.compactMap(requestID)
+        XCTAssertEqual(ids.count, 4, "each press sent once: \(ids)")
+        XCTAssertEqual(Set(ids).count, 4, "\(ids)")
     }
 
     func requestID(_ r: JSONValue) -> String? { (try? JSONReader.parse(r["body"]?.stringValue ?? ""))?["id"]?.stringValue }
