@@ -210,54 +210,9 @@ PY
 row "press_to_2xx_p50" "${p50//_/ }" "" "$delivered presses ($presses radio lines, one every 50 ms), frame read → doorbell-cloud 2xx on loopback (agent's histogram buckets)"
 row "press_to_2xx_p99" "${p99//_/ }" "" "same run, 99th percentile"
 
-# Press → receiver, against its peer (#28), on the stdlib HTTPS receiver (it logs the wall time
-# each request arrives): the agent's radio stamps each press line it writes (two codes alternating,
-# so no line is a repeat of the one before), then a CPython peer signs (v1 + v1a) and POSTs one
-# press every 50 ms on a kept-alive connection, not durable. Same receiver, same clock, same run.
-lat_presses=${BENCH_LATENCY_PRESSES:-200}
-python3 Tests/helpers/https_test_server.py --cert "$work/pki/server.pem" --key "$work/pki/server.key" --script 200 \
-  --log "$work/press-recv.jsonl" --ready-file "$work/press-recv.json" --max-seconds 900 & pids+=($!)
-for _ in $(seq 1 200); do [ -s "$work/press-recv.json" ] && break; sleep 0.05; done
-port2=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["port"])' "$work/press-recv.json")
-printf '#!/bin/sh\nexec "%s" "%s" radio %d 0.05 "%s"\n' "$py" "$root/Tests/helpers/uplink_peer.py" "$lat_presses" "$work/radio.stamps" > "$work/radio.sh"
-chmod +x "$work/radio.sh"
-press_conf press "https://127.0.0.1:$port2/events" "$work/radio.sh"
-cat >> "$work/press.toml" <<CONF
-[[device]]
-id = "back-door"
-match = { code = "0x5A3C92" }
-CONF
-"$rel/doorbell-agent" run --config "$work/press.toml" 2>"$work/press.log" & pid=$!; pids+=($pid)
-"$rel/doorbell-bench" wait-drained "$work/press.sock" "$lat_presses" || { echo "bench: the presses were not delivered within 10 minutes; see $work/press.log" >&2; exit 1; }
-kill $pid; wait $pid 2>/dev/null || true
-mkdir -p "$work/press-peer"
-"$rel/doorbell-bench" prefill "$work/press-peer/outbox.sqlite" gw-bench "$((lat_presses + 1))"
-"$py" Tests/helpers/uplink_peer.py presses "$work/press-peer/outbox.sqlite" "https://127.0.0.1:$port2/events" "$work/pki/ca.pem" \
-  "$work/g.whsec" "$work/idle-state/device.key" "$((lat_presses + 1))" 0.05 > "$work/peer-presses.json"
-sleep 0.5
-# Each of the agent's events goes with the last radio line written before its occurred_at (lines
-# are 50 ms apart, a frame is read within a few ms), the peer's in order (one POST at a time).
-read -r a50 a99 p50 p99 n_agent n_peer <<<"$(python3 - "$work/radio.stamps" "$work/press-recv.jsonl" "$work/peer-presses.json" <<'PY'
-import bisect, datetime, json, sys
-radio = sorted(float(l.split()[0]) for l in open(sys.argv[1]))
-peer = json.load(open(sys.argv[3]))
-logged = [json.loads(l) for l in open(sys.argv[2])]
-def q(xs, p): xs = sorted(xs); return xs[min(len(xs) - 1, int(p * len(xs)))] * 1000
-agent = []
-for l in logged:
-    if l["t"] >= peer["t_start"]: continue
-    occurred = datetime.datetime.fromisoformat(json.loads(l["body"])["occurred_at"].replace("Z", "+00:00")).timestamp()
-    k = bisect.bisect_right(radio, occurred + 0.0005) - 1
-    if k >= 0: agent.append(l["t"] - radio[k])
-peer_lat = [e - t for t, e in zip(peer["t_press"], [l["t"] for l in logged if l["t"] >= peer["t_start"]][1:])]
-print("%.3f %.3f %.3f %.3f %d %d" % (q(agent, .5), q(agent, .99), q(peer_lat, .5), q(peer_lat, .99), len(agent), len(peer_lat)))
-PY
-)"
-row "press_to_receiver_p50" "$a50" "ms" "$n_agent presses (radio lines, one every 50 ms, two codes alternating) → the stdlib HTTPS receiver's log line for it (wall clock on both sides): the agent stores (fsync), signs and POSTs"
-row "press_to_receiver_p99" "$a99" "ms" "same run, 99th percentile"
-row "press_python_peer_p50" "$p50" "ms" "$n_peer presses by CPython (sign v1 + v1a, POST on a kept-alive connection, not durable) → the same receiver's log line (uplink_peer.py presses)"
-row "press_python_peer_p99" "$p99" "ms" "same run, 99th percentile"
-row "press_p99_ratio_agent_to_python" "$(python3 -c "print(round($a99 / $p99, 2))")" "×" "press_to_receiver_p99 / press_python_peer_p99 (goal ≤ 1.3)"
+# Press → receiver, against its peer (#28): rounds of 1,000 presses, agent then CPython peer on
+# a fresh receiver each round, the median of the per-round p99 ratios (scripts/bench-press.sh).
+while IFS=$'\t' read -r name value unit method; do row "$name" "$value" "$unit" "$method"; done < <(scripts/bench-press.sh "$rel/doorbell-agent" "$rel/doorbell-bench" "$work/press" "$py")
 store_peer=$("$py" Tests/helpers/uplink_peer.py outbox "$work" 1000 | python3 -c 'import json,sys; print(round(json.load(sys.stdin)["bytes_per_press"]))')
 row "storage_python_peer_per_press" "$store_peer" "bytes" "a CPython sqlite3 outbox (WAL, synchronous=FULL, 4 KiB pages, a row per press stored then deleted, one transaction each), /proc/self/io write_bytes over 1000 presses; compare storage_bytes_per_press_delivered"
 

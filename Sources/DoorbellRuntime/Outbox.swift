@@ -136,7 +136,7 @@ public final class Outbox: @unchecked Sendable {
     /// GroupSync); under `mutex`. Every fsync's return is broadcast on `syncedCondition`.
     var group = GroupSync<SyncWaiter>()
     /// The ticket of each row whose append's fsync has not returned yet (few: the last moments'
-    /// presses): what an acknowledgement of it waits for.
+    /// presses): an acknowledgement of it is handed over until that fsync returned.
     var unsyncedRows: [String: UInt64] = [:]
     let syncedCondition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
     /// The syncer thread runs (`startSyncer`): it makes the fsyncs; without it, whoever waits for
