@@ -128,8 +128,12 @@ public final class Outbox: @unchecked Sendable {
     var statements: [String: OpaquePointer] = [:]
     /// Rows, body bytes, dead letters and rows for the broker (see `OutboxTally`).
     var tally = OutboxTally()
+    /// Acknowledgements committed without an fsync, ever, and how many of them an fsync has
+    /// covered since (a synced commit, or the syncer's fsync of the WAL).
+    var acknowledgementsCommitted = 0
+    var acknowledgementsDurable = 0
     /// Acknowledgements committed since the last fsync (see `unsyncedAcknowledgementLimit`).
-    var unsyncedAcknowledgements = 0
+    var unsyncedAcknowledgements: Int { acknowledgementsCommitted - acknowledgementsDurable }
     /// Which events go first when a bound is reached (each row's `priority` column).
     let eviction = EvictionPolicy()
     /// Appends committed without their fsync, the fsync running, who waits for which (see
@@ -243,7 +247,7 @@ public final class Outbox: @unchecked Sendable {
                     }
                 } else {
                     // A synced commit makes every earlier frame of the WAL durable too.
-                    unsyncedAcknowledgements = synced ? 0 : unsyncedAcknowledgements + acknowledgements
+                    if synced { acknowledgementsDurable = acknowledgementsCommitted } else { acknowledgementsCommitted += acknowledgements }
                 }
                 return result
             } catch {

@@ -71,6 +71,26 @@ final class OutboxWearTests: XCTestCase {
         outbox.close()
     }
 
+    /// The syncer's fsync of the WAL makes the acknowledgements committed before it durable:
+    /// the count toward the next synced acknowledgement starts again (mutation: leaving the count
+    /// as it was keeps 200 after the deferred append's fsync, and the 256th acknowledgement then
+    /// fsyncs under the outbox's lock in the radio's way).
+    func testAnFsyncOfTheWALCoversTheAcknowledgementsBeforeIt() throws {
+        let dir = try TempDir()
+        let outbox = try Outbox(path: dir.file("outbox.sqlite"))
+        _ = try outbox.append((0..<200).map { i in OutboxNewEvent(id: "e\(i)", type: "doorbell.pressed", createdAtMs: 0) { _ in [1] } },
+                              bounds: nil, report: nil)
+        for batch in 0..<25 { try outbox.settle(delivered: (0..<8).map { "e\(batch * 8 + $0)" }) }
+        XCTAssertEqual(outbox.unsyncedAcknowledgements, 200)
+        _ = try outbox.append([OutboxNewEvent(id: "press", type: "doorbell.pressed", createdAtMs: 1) { _ in [1] }],
+                              bounds: nil, report: nil, whileSyncing: {}) // deferred commit, then the WAL's fsync
+        XCTAssertEqual(outbox.unsyncedAcknowledgements, 0)
+        try outbox.settle(delivered: ["press"])
+        XCTAssertEqual(outbox.unsyncedAcknowledgements, 1)
+        XCTAssertEqual(try outbox.stats(), try outbox.countedStats())
+        outbox.close()
+    }
+
     /// A broker's acknowledgements keep their fsync: Home Assistant does not deduplicate by event
     /// id, so one lost to a power cut would publish (and ring) a press again.
     func testBrokerAcknowledgementsCommitWithAnFsync() throws {
