@@ -4,6 +4,8 @@
 # BENCH_IDLE_SECONDS (default 60): how long the idle CPU is measured. BENCH_BACKLOG (default 10000).
 # BENCH_FANOUT (default 10000): phones one event is pushed to by a release doorbell-cloud
 # (scripts/bench-fanout.py; the one-at-a-time comparison uses min(BENCH_FANOUT, 1000)).
+# BENCH_LATENCY_ROUNDS (3), BENCH_LATENCY_PRESSES (1000), BENCH_LATENCY_INTERVAL (0.03 s): the press
+# → receiver rounds beside the Python peer (scripts/bench-press.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
