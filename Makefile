@@ -52,6 +52,7 @@ test: deps build-cloud
 	scripts/venv-ha.sh >/dev/null
 	.venv/bin/python Tests/helpers/test_apns_test_server.py
 	.venv/bin/python Tests/helpers/ble/test_phone.py
+	.venv/bin/python scripts/image/tests/test_rauc_tryboot.py
 	scripts/check-rtl433-specs.sh
 	scripts/make-deb.sh
 	scripts/test-deb.sh

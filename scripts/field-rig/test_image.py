@@ -18,6 +18,15 @@ agent part), then fixed; the press comes from a recording that the image's own r
 qemu during a burst of presses. RIG_CLOUD_BIN: the cloud's binary (default
 cloud/.build/debug/doorbell-cloud, `make build-cloud`).
 
+Updates (issue #29 item 4): the rig plays the Pi firmware, which -M virt lacks. Before every boot it
+reads the card's FAT partition (out of the copy-on-write disk) and boots the kernel, initrd and
+cmdline.txt of the slot directory that config.txt's os_prefix= names, or tryboot.txt's once after
+the guest reset with the kernel's "Restarting system with command '0 tryboot'" on the console (what
+the kernel hands the firmware on a Pi). The OS side (RAUC, the tryboot backend, the bundle's hook,
+doorbell-slot-check) is the image's own; the firmware's reading of the files is not tested here.
+Bundles: make bundle's (next to the image), a broken one (its agent exits 1) and a foreign one
+(signed with another key), both made here from it.
+
 RIG_IMAGE: the .img.xz (default: the newest .work/image/doorbell-<RIG_IMAGE_BOARD>-*.img.xz,
 board default raspberrypi-4). Run by scripts/field-rig/run-image.sh (make test-image).
 """
