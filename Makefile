@@ -3,7 +3,7 @@ SHELL := /bin/bash
 SWIFT ?= swift
 CLOUD_BIN := cloud/.build/debug/doorbell-cloud
 
-.PHONY: all deps build build-cloud demo test test-field test-image deb image fuzz bench clean
+.PHONY: all deps build build-cloud demo test test-field test-image deb image bundle fuzz bench clean
 
 all: build
 
@@ -33,6 +33,13 @@ image: deps
 	@[ -n "$(BOARD)" ] || { echo "make image: say which board, e.g. make image BOARD=raspberrypi-4" >&2; exit 64; }
 	BOARD=$(BOARD) scripts/image/build-image.sh
 
+# A signed RAUC update bundle for the field image's A/B root slots (scripts/image/build-bundle.sh):
+# the root file system `make image` built (built first if missing), signed with BUNDLE_KEY and
+# BUNDLE_CERT (default: development keys made once in .work/rauc-dev-keys). Output in .work/image/.
+bundle: deps
+	@[ -n "$(BOARD)" ] || { echo "make bundle: say which board, e.g. make bundle BOARD=raspberrypi-4" >&2; exit 64; }
+	BOARD=$(BOARD) scripts/image/build-bundle.sh
+
 # The image itself booted in the field rig's emulated aarch64 board (scripts/field-rig/test_image.py;
 # BOARD default raspberrypi-4; first boot, enrolment and a press against doorbell-cloud, built if
 # missing; a power cut). Opt-in, not in make test: its run time is in the README.
@@ -45,6 +52,7 @@ test: deps build-cloud
 	scripts/venv-ha.sh >/dev/null
 	.venv/bin/python Tests/helpers/test_apns_test_server.py
 	.venv/bin/python Tests/helpers/ble/test_phone.py
+	.venv/bin/python scripts/image/tests/test_rauc_tryboot.py
 	scripts/check-rtl433-specs.sh
 	scripts/make-deb.sh
 	scripts/test-deb.sh

@@ -22,6 +22,8 @@ packages+=(mmdebstrap qemu-user-static)
 # The field image (make image): the partition table, the FAT boot partition and its files, ext4
 # with -d, the compressed image (scripts/image/build-image.sh).
 packages+=(fdisk dosfstools mtools e2fsprogs xz-utils git)
+# Update bundles (make bundle): RAUC signs them (its CMS over a squashfs of the root slot).
+packages+=(rauc squashfs-tools openssl)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -18,6 +18,15 @@ agent part), then fixed; the press comes from a recording that the image's own r
 qemu during a burst of presses. RIG_CLOUD_BIN: the cloud's binary (default
 cloud/.build/debug/doorbell-cloud, `make build-cloud`).
 
+Updates (issue #29 item 4): the rig plays the Pi firmware, which -M virt lacks. Before every boot it
+reads the card's FAT partition (out of the copy-on-write disk) and boots the kernel, initrd and
+cmdline.txt of the slot directory that config.txt's os_prefix= names, or tryboot.txt's once after
+the guest reset with the kernel's "Restarting system with command '0 tryboot'" on the console (what
+the kernel hands the firmware on a Pi). The OS side (RAUC, the tryboot backend, the bundle's hook,
+doorbell-slot-check) is the image's own; the firmware's reading of the files is not tested here.
+Bundles: make bundle's (next to the image), a broken one (its agent exits 1) and a foreign one
+(signed with another key), both made here from it.
+
 RIG_IMAGE: the .img.xz (default: the newest .work/image/doorbell-<RIG_IMAGE_BOARD>-*.img.xz,
 board default raspberrypi-4). Run by scripts/field-rig/run-image.sh (make test-image).
 """
@@ -62,6 +71,12 @@ def image_file():
     if not found:
         raise FileNotFoundError(f"no .work/image/doorbell-{BOARD}-*.img.xz: make image BOARD={BOARD}")
     return found[-1]
+
+
+def mdir(fat, where):
+    """The names in a FAT directory (mtools)."""
+    listing = subprocess.run(["mdir", "-b", "-i", fat, where], check=True, stdout=subprocess.PIPE, text=True).stdout.split()
+    return sorted(os.path.basename(p.rstrip("/")) for p in listing)
 
 
 def partitions(raw):
@@ -199,15 +214,7 @@ class ImageGuest(rig.Guest):
         self.disk_id, self.parts = partitions(self.raw)
         boot_offset = self.parts[0][0]
         fat = f"{self.raw}@@{boot_offset}"
-        listing = subprocess.run(["mdir", "-b", "-i", fat, "::"], check=True, stdout=subprocess.PIPE, text=True).stdout.split()
-        self.boot_files = sorted(os.path.basename(p) for p in listing)
-        kernel = [f for f in self.boot_files if f.startswith("vmlinuz-")]
-        initrd = [f for f in self.boot_files if f.startswith("initrd.img-")]
-        if len(kernel) != 1 or len(initrd) != 1:
-            raise RuntimeError(f"the boot partition should hold one kernel and one initrd: {self.boot_files}")
-        for src, dst in ((kernel[0], "vmlinuz"), (initrd[0], "initrd.img"), ("cmdline.txt", "cmdline.txt"), ("config.txt", "config.txt")):
-            subprocess.run(["mcopy", "-n", "-i", fat, "::" + src, os.path.join(self.base, dst)], check=True)
-        self.image_cmdline = rig.read(os.path.join(self.base, "cmdline.txt")).strip()
+        self.boot_files = mdir(fat, "::")
         self.fat = fat
         self.sample = subprocess.run(["mcopy", "-n", "-i", fat, "::doorbell.toml", "-"], check=True, stdout=subprocess.PIPE, text=True).stdout
         # The card: the image and free space after it (zeros past the file's end).
@@ -217,8 +224,59 @@ class ImageGuest(rig.Guest):
         self.proc = None
         self.seq = 0
         self.boots = 0
+        # What the firmware reads at the next power-on: tryboot.txt once after `reboot '0 tryboot'`.
+        self.tryboot = False
+        self.booted_config = None
+        self.firmware()
+        self.image_cmdline = self.slot_cmdline
+
+    def card_fat(self):
+        """The FAT partition as the card holds it now (the guest's writes included): a raw copy
+        out of the copy-on-write disk, read with mtools."""
+        start, size, _type = self.parts[0]
+        out = os.path.join(self.dir, "fat.raw")
+        if os.path.exists(out):
+            os.remove(out)
+        mib = 1024 * 1024
+        subprocess.run(["qemu-img", "dd", "-f", "qcow2", "-O", "raw", f"bs={mib}", f"skip={start // mib}", f"count={size // mib}",
+                        f"if={self.disk}", f"of={out}"], check=True)
+        return out
+
+    def firmware(self):
+        """The rig playing the Pi firmware (which -M virt does not have): config.txt, or tryboot.txt
+        once after a tryboot reboot, names the slot directory (os_prefix=) whose kernel, initrd and
+        cmdline.txt qemu boots. The OS side of the tryboot protocol is real; the firmware is this."""
+        fat = self.card_fat()
+        config = "tryboot.txt" if self.tryboot else "config.txt"
+        self.tryboot = False
+        text = subprocess.run(["mcopy", "-n", "-i", fat, "::" + config, "-"], check=True, stdout=subprocess.PIPE, text=True).stdout
+        prefixes = re.findall(r"(?m)^os_prefix=(\S*)$", text)
+        if not prefixes:
+            raise RuntimeError(f"{config} on the card names no os_prefix=: the firmware would not find a slot's kernel\n{text}")
+        prefix = prefixes[-1]
+        for src, dst in (("vmlinuz", "vmlinuz"), ("initrd.img", "initrd.img"), ("cmdline.txt", "cmdline.txt")):
+            subprocess.run(["mcopy", "-n", "-i", fat, "::" + prefix + src, os.path.join(self.base, dst)], check=True)
+        with open(os.path.join(self.base, "config.txt"), "w") as f:
+            f.write(text)
+        self.booted_config = (config, prefix)
+        self.slot_cmdline = rig.read(os.path.join(self.base, "cmdline.txt")).strip()
         # mac80211_hwsim: emulated Wi-Fi radios (wlan0, wlan1), so wpa_supplicant@wlan0 really runs.
-        self.cmdline = rig_cmdline(self.image_cmdline) + " modules-load=mac80211_hwsim"
+        self.cmdline = rig_cmdline(self.slot_cmdline) + " modules-load=mac80211_hwsim"
+        rig.log(self.name, f"firmware: {config} names {prefix}")
+
+    def boot(self, timeout=600):
+        if self.boots > 0:
+            self.firmware()
+        return super().boot(timeout)
+
+    def wait_reset(self, seconds):
+        """Waits (bounded) for the guest to reset itself (qemu runs with -no-reboot, so it exits) and
+        notes whether it asked for a tryboot: the kernel prints the reboot command it passes on
+        (on a Pi to the firmware's mailbox) as "reboot: Restarting system with command '0 tryboot'"."""
+        rig.wait_for(f"{self.name} to reset", seconds, lambda: self.proc is None or self.proc.poll() is not None, 1.0)
+        self.proc = None
+        self.tryboot = "Restarting system with command '0 tryboot'" in self.console()
+        return self.tryboot
 
     def edit_boot_file(self, text):
         """What the installer does after flashing: doorbell.toml on the FAT partition replaced
@@ -306,15 +364,24 @@ class FieldImage(unittest.TestCase):
         conf = os.path.join(rig.REPO, "board", BOARD, "image.conf")
         dtbs = subprocess.run(["bash", "-c", '. "$1"; echo $IMAGE_DTBS', "-", conf], check=True, stdout=subprocess.PIPE, text=True).stdout.split()
         self.assertTrue(dtbs)
+        # Slot A's boot files in a/ (os_prefix=); b/ only after the first update.
+        slot_a = mdir(self.g.fat, "::a")
         for dtb in dtbs:
-            self.assertIn(dtb, self.g.boot_files)
-        for f in ("config.txt", "cmdline.txt", "doorbell.toml", "bootcode.bin", "start4.elf"):
+            self.assertIn(dtb, slot_a)
+        for f in ("vmlinuz", "initrd.img", "cmdline.txt", "overlays"):
+            self.assertIn(f, slot_a)
+        for f in ("config.txt", "tryboot.txt", "doorbell.toml", "bootcode.bin", "start4.elf", "a"):
             self.assertIn(f, self.g.boot_files)
+        self.assertNotIn("b", self.g.boot_files)
+        self.assertEqual(self.g.booted_config, ("config.txt", "a/"))
+        tryboot = subprocess.run(["mcopy", "-n", "-i", self.g.fat, "::tryboot.txt", "-"], check=True, stdout=subprocess.PIPE, text=True).stdout
+        self.assertEqual(re.findall(r"(?m)^os_prefix=.*$", tryboot), ["os_prefix=a/"])
         args = self.g.image_cmdline.split()
         self.assertIn(f"root=PARTUUID={self.part_uuid(2)}", args)
         # raspi-firmware's hook writes "rw"; the image's "ro" comes after it, and the last wins.
         self.assertEqual([a for a in args if a in ("ro", "rw")][-1], "ro")
         config = rig.read(os.path.join(self.g.base, "config.txt"))
+        self.assertEqual(re.findall(r"(?m)^(?:os_prefix|kernel)=.*$", config), ["kernel=vmlinuz", "os_prefix=a/"])
         self.assertIn("arm_64bit=1", config)
         self.assertIn("enable_uart=1", config)
 
@@ -398,11 +465,22 @@ class FieldImage(unittest.TestCase):
         files = self.g.sh("ls /data/lib/doorbell-agent").split()
         self.assertTrue(files, "the agent wrote nothing in its state directory")
 
+    def rauc_status(self):
+        """`rauc status --detailed` as JSON, with "booted" made the booted slot's name (RAUC gives
+        the device there) and each slot's boot_status."""
+        # The JSON on stdout; RAUC's warnings on stderr, shown if it fails.
+        out = self.g.sh("rauc status --detailed --output-format=json 2>/tmp/rauc.err || { cat /tmp/rauc.err; exit 1; }", 120)
+        status = json.loads(out)
+        slots = {name: slot for entry in status["slots"] for name, slot in entry.items()}
+        status["booted"] = [name for name, slot in slots.items() if slot["state"] == "booted"]
+        return status, slots
+
     def test_6_rauc_sees_both_slots(self):
-        # The JSON on stdout; RAUC's warnings (the noop boot backend) on stderr, shown if it fails.
-        out = self.g.sh("rauc status --output-format=json 2>/tmp/rauc.err || { cat /tmp/rauc.err; exit 1; }", 60)
-        slots = {k for s in json.loads(out)["slots"] for k in s}
-        self.assertEqual(slots, {"rootfs.0", "rootfs.1"})
+        """RAUC through the tryboot backend: booted from A, A primary and good, B (never written) bad."""
+        status, slots = self.rauc_status()
+        self.assertEqual(set(slots), {"rootfs.0", "rootfs.1"})
+        self.assertEqual((status["booted"], status["boot_primary"]), (["rootfs.0"], "rootfs.0"), status)
+        self.assertEqual((slots["rootfs.0"]["boot_status"], slots["rootfs.1"]["boot_status"]), ("good", "bad"), slots)
 
     def test_7_fixed_boot_file_provisions_at_next_boot(self):
         """The installer fixes the file (here from the box itself, as over SSH) and powers the box
@@ -485,6 +563,123 @@ class FieldImage(unittest.TestCase):
         rig.log("image", f"power cut: {len(stored)} presses acknowledged before the cut, {len(at_cloud)} events at the cloud")
         self.assertEqual(set(stored) - at_cloud, set(), "an acknowledged press was lost in the power cut")
 
+
+    # Updates (issue #29 item 4): RAUC bundles through the tryboot backend, the rig playing the
+    # firmware (ImageGuest.firmware). Named test_9b.. so they run after the power cut, in order.
+
+    def bundle(self, name):
+        """A bundle for this test in the share: the good one (make bundle's, next to the image),
+        the broken one (the same root with an agent that exits 1, signed with the same key), or the
+        foreign one (the good one signed again with another key)."""
+        good = self.image[:-len(".img.xz")] + ".raucb"
+        rootfs = self.image[:-len(".img.xz")] + ".rootfs.ext4"
+        out = self.g.path(name + ".raucb")
+        if os.path.exists(out):
+            return "/run/rig/" + name + ".raucb"
+        if not os.path.exists(good):
+            raise FileNotFoundError(f"{good} is missing: make bundle BOARD={BOARD}")
+        if name == "good":
+            shutil.copy(good, out)
+        elif name == "broken":
+            broken = os.path.join(self.g.dir, "broken.rootfs.ext4")
+            subprocess.run(["cp", "--sparse=always", rootfs, broken], check=True)
+            fake = os.path.join(self.g.dir, "exit1")
+            with open(fake, "w") as f:
+                f.write("#!/bin/sh\necho 'doorbell-agent: the broken bundle of the image test' >&2\nexit 1\n")
+            done = subprocess.run(["debugfs", "-w", "-R", "rm /usr/bin/doorbell-agent", broken], capture_output=True, text=True)
+            self.assertEqual(done.returncode, 0, done.stderr)
+            cmds = os.path.join(self.g.dir, "broken.debugfs")
+            with open(cmds, "w") as f:
+                f.write(f"write {fake} /usr/bin/doorbell-agent\nsif /usr/bin/doorbell-agent mode 0100755\n")
+            subprocess.run(["debugfs", "-w", "-f", cmds, broken], check=True, capture_output=True)
+            listed = subprocess.run(["debugfs", "-R", "cat /usr/bin/doorbell-agent", broken], check=True, capture_output=True, text=True).stdout
+            self.assertIn("exit 1", listed)
+            env = dict(os.environ, BOARD=BOARD, BUNDLE_ROOTFS=broken, BUNDLE_OUT=out)
+            subprocess.run([os.path.join(rig.REPO, "scripts", "image", "build-bundle.sh")], check=True, env=env, stdout=subprocess.DEVNULL)
+        elif name == "foreign":
+            keys = os.path.join(rig.REPO, ".work", "rauc-dev-keys")
+            other = os.path.join(self.g.dir, "other")
+            subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "30",
+                            "-subj", "/CN=someone else", "-keyout", other + ".key", "-out", other + ".cert"], check=True, capture_output=True)
+            subprocess.run(["rauc", "resign", f"--keyring={keys}/dev.cert.pem", f"--signing-keyring={other}.cert", f"--cert={other}.cert",
+                            f"--key={other}.key", good, out], check=True, capture_output=True)
+        return "/run/rig/" + name + ".raucb"
+
+    def fat_prefixes(self):
+        """(config.txt's, tryboot.txt's) os_prefix= as the box sees them."""
+        return tuple(self.g.sh(f"sed -n 's/^os_prefix=//p' /boot/firmware/{f}").strip() for f in ("config.txt", "tryboot.txt"))
+
+    def root_partition(self):
+        return self.g.sh("cat /sys/class/block/$(basename $(findmnt -n -o SOURCE /))/partition").strip()
+
+    def install_and_tryboot(self, bundle):
+        """`rauc install` on the box, then the reboot an update asks for: once into the new slot."""
+        rc, out = self.g.run(f"rauc install {bundle} 2>&1", 1500, check=False)
+        self.assertEqual(rc, 0, out)
+        self.g.run("systemctl --no-block reboot '0 tryboot'", 60, check=False)
+        self.assertTrue(self.g.wait_reset(300), "the guest did not ask the firmware for a tryboot: " + self.g.console()[-2000:])
+        self.g.boot(timeout=900)
+
+    def test_9b_bundle_of_another_key_refused(self):
+        """A bundle signed with a key the image's keyring does not trust is refused; nothing changes."""
+        before = self.fat_prefixes()
+        rc, out = self.g.run(f"rauc install {self.bundle('foreign')} 2>&1", 600, check=False)
+        self.assertNotEqual(rc, 0, out)
+        self.assertRegex(out, r"(?i)signature|verif|certificate", out)
+        self.assertEqual(self.fat_prefixes(), before)
+        status, slots = self.rauc_status()
+        self.assertEqual(status["boot_primary"], "rootfs.0", status)
+
+    def test_9c_update_tried_delivered_marked_good(self):
+        """The good bundle: installed into slot B (its boot files in b/, tryboot.txt naming it,
+        config.txt still A), booted once by tryboot; the new slot's agent delivers the press that
+        waited in the outbox since before the update (same /data, same device key), so
+        doorbell-slot-check marks B good (config.txt names b/); a later ordinary reboot stays on B."""
+        self.assertEqual(self.root_partition(), "2")
+        self.g.sh("rm -f /run/systemd/timesync/synchronized")
+        held = json.loads(self.g.sh("agentctl inject press --json --device dev-00"))["event_ids"]
+        pubkey = self.g.sh("agentctl pubkey").strip()
+        self.install_and_tryboot(self.bundle("good"))
+        self.assertEqual(self.g.booted_config, ("tryboot.txt", "b/"))
+        self.assertEqual(self.root_partition(), "3")
+        self.assertIn(f"root=PARTUUID={self.part_uuid(3)}", self.g.slot_cmdline.split())
+        self.assertEqual(self.g.sh("agentctl pubkey").strip(), pubkey)
+        self.sync_clock()
+        rig.wait_for("the press held before the update at the cloud", 300,
+                     lambda: set(held) <= {e["id"] for e in self.cloud.events()}, 2.0)
+        rig.wait_for("slot B committed (config.txt names b/)", 400, lambda: self.fat_prefixes() == ("b/", "b/"), 3.0)
+        self.assertIn("marked good", self.g.sh("journalctl -b -u doorbell-slot-check --no-pager"))
+        status, slots = self.rauc_status()
+        self.assertEqual((status["booted"], status["boot_primary"]), (["rootfs.1"], "rootfs.1"), status)
+        self.assertEqual((slots["rootfs.0"]["boot_status"], slots["rootfs.1"]["boot_status"]), ("good", "good"), slots)
+        self.g.run("systemctl --no-block reboot", 60, check=False)
+        self.assertFalse(self.g.wait_reset(300), "an ordinary reboot asked for a tryboot")
+        self.g.boot(timeout=900)
+        self.assertEqual(self.g.booted_config, ("config.txt", "b/"))
+        self.assertEqual(self.root_partition(), "3")
+        self.assertIn("committed slot", self.g.sh("journalctl -b -u doorbell-slot-check --no-pager"))
+
+    def test_9d_broken_update_falls_back(self):
+        """A bundle whose agent exits 1 (signed with the same key): installed into slot A, booted
+        once by tryboot; the agent never delivers, so doorbell-slot-check marks A bad and reboots
+        on its own; the firmware's ordinary boot loads config.txt's slot B, where the agent works,
+        and `rauc status` says A is bad and B booted and primary."""
+        self.assertEqual(self.root_partition(), "3")
+        self.install_and_tryboot(self.bundle("broken"))
+        self.assertEqual(self.g.booted_config, ("tryboot.txt", "a/"))
+        self.assertEqual(self.root_partition(), "2")
+        self.sync_clock()
+        # slot-check's bound is 300 s after the agent's start; then mark-bad and a reboot.
+        self.assertFalse(self.g.wait_reset(900), "the broken slot asked for a tryboot again")
+        self.assertRegex(self.g.console(), r"slot-check: the agent of slot A did not deliver")
+        self.g.boot(timeout=900)
+        self.assertEqual(self.g.booted_config, ("config.txt", "b/"))
+        self.assertEqual(self.root_partition(), "3")
+        self.assertEqual(self.fat_prefixes(), ("b/", "b/"))
+        status, slots = self.rauc_status()
+        self.assertEqual((status["booted"], status["boot_primary"]), (["rootfs.1"], "rootfs.1"), status)
+        self.assertEqual((slots["rootfs.0"]["boot_status"], slots["rootfs.1"]["boot_status"]), ("bad", "good"), slots)
+        self.wait_status("the agent of slot B up again", lambda s: True, 180)
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

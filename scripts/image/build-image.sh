@@ -15,8 +15,10 @@
 # .work/deb/trixie/doorbell-agent_*_arm64.deb, built by `make deb ARCH=arm64 DIST=trixie` if none);
 # IMAGE_BASE (a build-base.sh directory to use instead of the cached one: trying the image's own
 # files on an older base while a new one builds).
-# Output: .work/image/doorbell-<board>-<version>.img.xz, .img.xz.sha256 and .packages (the root's
-# dpkg-query list, also printed). Needs root (mmdebstrap, chroot, binfmt_misc).
+# Output: .work/image/doorbell-<board>-<version>.img.xz, .img.xz.sha256, .packages (the root's
+# dpkg-query list, also printed) and .rootfs.ext4 (the root slot's file system, make bundle's
+# input). The image's RAUC keyring is an input too: BUNDLE_KEYRING, or the development keys
+# (bundle-keys.sh). Needs root (mmdebstrap, chroot, binfmt_misc).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 repo=$PWD
@@ -57,6 +59,11 @@ split_tree() {
   local t=$1 root=$1/root from to
   mkdir -p "$t/boot" "$t/data/lib" "$t/data/etc"
   mv "$root/boot/firmware/"* "$t/boot/"
+  # The FAT partition as the tryboot backend wants it (rauc-tryboot): the firmware's own files and
+  # its two configs at the top, slot A's boot files in a/ (b/ comes with the first update).
+  (cd "$t/boot" && rm -rf -- vmlinuz-* initrd.img-* ./*.dtb overlays cmdline.txt)
+  cp -r "$root/usr/lib/doorbell-image/slot-boot" "$t/boot/a"
+  cp "$t/boot/config.txt" "$t/boot/tryboot.txt"
   for pair in var/lib/doorbell-agent:lib/doorbell-agent var/lib/bluetooth:lib/bluetooth var/lib/systemd:lib/systemd \
               var/log:log etc/doorbell-agent:etc/doorbell-agent; do
     from=$root/${pair%%:*} to=$t/data/${pair#*:}
@@ -111,13 +118,26 @@ echo "ro" > "$root/etc/default/raspi-extra-cmdline"
 rm -f "$root/etc/default/raspi-firmware-custom"
 [ -z "$IMAGE_CONFIG_TXT" ] || printf '%s\n' "$IMAGE_CONFIG_TXT" > "$root/etc/default/raspi-firmware-custom"
 chroot "$root" env DEB_MAINT_PARAMS=configure /etc/kernel/postinst.d/z50-raspi-firmware >&2
-"$here/customize.sh" "$root" "$BOARD" "$deb"
+# One slot's boot files under fixed names, kept in its root (a bundle's hook copies them to the
+# slot's FAT directory); config.txt loads them from os_prefix= (slot A's directory in the image).
+slot_boot=$root/usr/lib/doorbell-image/slot-boot
+rm -rf "$slot_boot"
+mkdir -p "$slot_boot"
+cp "$root"/boot/firmware/vmlinuz-* "$slot_boot/vmlinuz"
+cp "$root"/boot/firmware/initrd.img-* "$slot_boot/initrd.img"
+cp -r "$root"/boot/firmware/*.dtb "$root/boot/firmware/overlays" "$root/boot/firmware/cmdline.txt" "$slot_boot/"
+sed -i 's|^kernel=vmlinuz-.*|kernel=vmlinuz|; s|^initramfs initrd\.img-.*|initramfs initrd.img followkernel|' "$root/boot/firmware/config.txt"
+grep -qx 'kernel=vmlinuz' "$root/boot/firmware/config.txt" && grep -qx 'initramfs initrd.img followkernel' "$root/boot/firmware/config.txt" \
+  || die "raspi-firmware's config.txt has no kernel= or initramfs line to point at the slot's files: $(cat "$root/boot/firmware/config.txt")"
+printf '\n# The root slot whose boot files the firmware loads (a/ or b/): RAUC switches it (rauc-tryboot).\nos_prefix=a/\n' >> "$root/boot/firmware/config.txt"
+mapfile -t keys < <("$here/bundle-keys.sh")
+"$here/customize.sh" "$root" "$BOARD" "$deb" "${keys[2]}"
 cleanup
 split_tree "$tree"
 for dtb in $IMAGE_DTBS; do
-  [ -f "$tree/boot/$dtb" ] || die "the boot partition has no $dtb: Debian's kernel $(ls "$root/lib/modules") has no device tree for $BOARD (see board/$BOARD/image.conf)"
+  [ -f "$tree/boot/a/$dtb" ] || die "the boot partition has no $dtb: Debian's kernel $(ls "$root/lib/modules") has no device tree for $BOARD (see board/$BOARD/image.conf)"
 done
-grep -q "root=PARTUUID=$(part_uuid 2) " "$tree/boot/cmdline.txt" || die "raspi-firmware's cmdline.txt does not boot slot A: $(cat "$tree/boot/cmdline.txt")"
+grep -q "root=PARTUUID=$(part_uuid 2) " "$tree/boot/a/cmdline.txt" || die "raspi-firmware's cmdline.txt does not boot slot A: $(cat "$tree/boot/a/cmdline.txt")"
 # The installer's file is the board's agent.toml with a [provision] table: provision installs it
 # (without that table) as /etc/doorbell-agent/agent.toml, so the board's settings come along.
 { sed '/^\[provision\]/,$d' "$here/doorbell.toml"; cat "board/$BOARD/agent.toml"; echo
@@ -161,7 +181,9 @@ dd if="$work/data.img" of="$img" bs=1M seek=$((start_mb + BOOT_MB + 2 * ROOT_MB)
 # -T2: xz's multi-threaded output depends on its block size, not on the number of threads.
 nice -n 10 xz -T2 -6 -c "$img" > "$work/$name.img.xz"
 dpkg-query --admindir="$root/var/lib/dpkg" -W -f '${Package}\t${Version}\t${Architecture}\n' > "$work/$name.packages"
-mv "$work/$name.img.xz" "$work/$name.packages" "$out/"
+# The root slot's file system, for make bundle (the same bytes as slot A's: one pipeline).
+cp --sparse=always "$work/root.img" "$work/$name.rootfs.ext4"
+mv "$work/$name.img.xz" "$work/$name.packages" "$work/$name.rootfs.ext4" "$out/"
 (cd "$out" && sha256sum "$name.img.xz" > "$name.img.xz.sha256")
 rm -rf "$work"
 cat "$out/$name.packages"

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # build-image.sh's last step in the root ($1, a copy of build-base.sh's tree with /proc mounted):
-# the agent and the image's own files. BOARD and the agent's .deb are $2 and $3. What it writes
+# the agent and the image's own files. BOARD, the agent's .deb and the RAUC keyring (the
+# certificates bundles must be signed under) are $2, $3 and $4. What it writes
 # comes from scripts/image/overlay, layout.conf and the board profile.
 set -euo pipefail
-root=$1 BOARD=$2 deb=$3
+root=$1 BOARD=$2 deb=$3 keyring=$4
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 # shellcheck source=layout.conf
@@ -26,7 +27,8 @@ chroot "$root" doorbell-agent check-config /etc/doorbell-agent/agent.toml >&2
   install -D -m $mode "$here/overlay/$f" "$root/$f"
   sed -i "s|@DATA_PARTUUID@|$(part_uuid 4)|g; s|@ROOT_A_PARTUUID@|$(part_uuid 2)|g; s|@ROOT_B_PARTUUID@|$(part_uuid 3)|g; s|@BOARD@|$BOARD|g" "$root/$f"
 done
-chroot "$root" systemctl enable doorbell-firstboot.service doorbell-grow-data.service doorbell-wifi.path \
+install -m 0644 "$keyring" "$root/etc/rauc/keyring.pem"
+chroot "$root" systemctl enable doorbell-slot-check.service doorbell-firstboot.service doorbell-grow-data.service doorbell-wifi.path \
   systemd-networkd.service systemd-resolved.service systemd-timesyncd.service >&2
 # The installer's Wi-Fi (doorbell-agent provision writes it on the data partition): Debian's
 # wpa_supplicant@wlan0 reads it through a link, started when wlan0 appears (a wired box's unit is
