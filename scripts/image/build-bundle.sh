@@ -19,7 +19,7 @@ BOARD=${BOARD:-${1:-}}
 for tool in rauc mksquashfs dpkg-deb; do
   command -v $tool >/dev/null || die "$tool is missing: scripts/install-deps.sh installs it (rauc, squashfs-tools, dpkg-dev)"
 done
-deb=${IMAGE_DEB:-$(ls -t .work/deb/trixie/doorbell-agent_*_arm64.deb 2>/dev/null | head -1)}
+deb=${IMAGE_DEB:-$(ls -t .work/deb/trixie/doorbell-agent_*_arm64.deb 2>/dev/null | head -1 || true)}
 [ -n "$deb" ] || die "no arm64 trixie package: make deb ARCH=arm64 DIST=trixie (or IMAGE_DEB)"
 version=$(dpkg-deb -f "$deb" Version)
 name=doorbell-$BOARD-$version

@@ -41,7 +41,7 @@ for tool in mmdebstrap sfdisk mkfs.fat mmd mcopy mkfs.ext4 debugfs xz dpkg-deb g
   command -v $tool >/dev/null || die "$tool is missing: scripts/install-deps.sh installs it (mmdebstrap, fdisk, dosfstools, mtools, e2fsprogs, xz-utils, dpkg-dev, git)"
 done
 
-deb=${IMAGE_DEB:-$(ls -t .work/deb/trixie/doorbell-agent_*_arm64.deb 2>/dev/null | head -1)}
+deb=${IMAGE_DEB:-$(ls -t .work/deb/trixie/doorbell-agent_*_arm64.deb 2>/dev/null | head -1 || true)}
 if [ -z "$deb" ]; then
   echo "build-image: no arm64 trixie package yet: make deb ARCH=arm64 DIST=trixie" >&2
   ARCH=arm64 DIST=trixie nice -n 10 scripts/make-deb.sh >&2
