@@ -53,6 +53,7 @@ test: deps build-cloud
 	.venv/bin/python Tests/helpers/test_apns_test_server.py
 	.venv/bin/python Tests/helpers/ble/test_phone.py
 	.venv/bin/python scripts/image/tests/test_rauc_tryboot.py
+	.venv/bin/python scripts/image/tests/test_update.py
 	scripts/check-rtl433-specs.sh
 	scripts/make-deb.sh
 	scripts/test-deb.sh

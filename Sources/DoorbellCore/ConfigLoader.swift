@@ -209,6 +209,12 @@ public enum ConfigLoader {
             t.finish()
         }
 
+        var update: UpdateSettings?
+        if let t = top.table("update") {
+            update = readUpdate(t)
+            t.finish()
+        }
+
         var limits = OutboxLimits()
         if let t = top.table("outbox") {
             if let v = t.int("max_events", in: 10...10_000_000) { limits.maxEvents = v }
@@ -233,7 +239,26 @@ public enum ConfigLoader {
         return config.with {
             $0.devices = devices; $0.uplink = uplink; $0.metrics = metrics
             $0.clock = clock; $0.outbox = limits; $0.actions = actions; $0.regions = regions; $0.mqtt = mqtt
+            $0.update = update
         }
+    }
+
+    /// `[update] url`: handed to `rauc info`/`rauc install` by a shell script, so no character a
+    /// shell or URL would read twice. http:// is allowed because the bundle's signature, checked
+    /// against the image's keyring, is what makes it trusted (a local mirror rarely has TLS).
+    static func readUpdate(_ t: TableReader) -> UpdateSettings? {
+        guard let url = t.string("url", hint: "the bundle's address, e.g. url = \"https://updates.example.com/doorbell-raspberrypi-4.raucb\"") else { return nil }
+        let scheme = url.hasPrefix("https://") ? "https://" : url.hasPrefix("http://") ? "http://" : nil
+        guard let scheme else {
+            t.report("url", "must be the bundle's http:// or https:// address (RAUC streams it from there); found \"\(url)\"")
+            return nil
+        }
+        let forbidden: Set<Character> = [" ", "\"", "'", "\\", "`", "$", ";", "<", ">", "|"]
+        if url.count <= scheme.count || url.contains(where: { forbidden.contains($0) || $0.asciiValue.map { $0 < 0x20 || $0 == 0x7F } ?? true }) {
+            t.report("url", "is not a valid URL (ASCII only, no spaces, quotes or shell characters; percent-encode them): \"\(url)\"")
+            return nil
+        }
+        return UpdateSettings(url: url)
     }
 
     /// One `[radio.<name>]` section through its radio's descriptor; an enabled, usable radio

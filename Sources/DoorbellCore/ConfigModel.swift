@@ -20,6 +20,9 @@ public struct AgentConfig: Sendable, Equatable {
     public var clock = ClockSettings()
     public var outbox = OutboxLimits()
     public var actions: [ActionConfig] = []
+    /// Where the field image's update service pulls RAUC bundles from (`[update]`); the agent
+    /// itself only checks the key: scripts/image's doorbell-update.service reads it.
+    public var update: UpdateSettings?
 
     public init(gatewayID: String, paths: PathSettings = PathSettings(), log: LogSettings = LogSettings(),
                 rtl433: RTL433Settings? = nil, button: ButtonTracker.Settings = ButtonTracker.Settings(),
@@ -218,6 +221,11 @@ public struct UplinkSettings: Sendable, Equatable {
 }
 
 /// Prometheus text-format metrics written atomically to a file (node_exporter's textfile collector).
+public struct UpdateSettings: Sendable, Equatable {
+    public var url: String
+    public init(url: String) { self.url = url }
+}
+
 public struct MetricsSettings: Sendable, Equatable {
     public var file: String
     public var intervalSeconds: Int = 15

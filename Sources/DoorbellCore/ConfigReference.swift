@@ -131,6 +131,8 @@ public enum ConfigReference {
             meaning: #"Prometheus text metrics, rewritten atomically (node_exporter textfile collector): frames, observations, events by type, deliveries, failures by reason, outbox depth and oldest age, press→delivered latency histogram, RSS, clock state"#),
         Row(key: #"`[metrics] interval_s`"#, type: #"int"#, defaultValue: #"15"#,
             meaning: #"how often the file is rewritten"#),
+        Row(key: #"`[update] url`"#, type: #"http(s) URL"#, defaultValue: #"off"#,
+            meaning: #"field image only: where `doorbell-update.timer` (every 6 h, spread over an hour) looks for a newer RAUC bundle; a newer signed version is streamed into the other slot and tried once (README, "Make a field image")"#),
     ]
 
     /// The README's table, byte for byte.

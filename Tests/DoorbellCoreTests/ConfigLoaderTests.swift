@@ -156,9 +156,24 @@ import Testing
              expected: "agent.toml:2:3: not valid TOML: a [table] name must start with a letter, digit"),
         Case(name: "table name starting with =", toml: "gateway_id = \"gw\"\n  [ =log]\n",
              expected: "agent.toml:2:5: not valid TOML: a [table] name must start with a letter, digit"),
+        Case(name: "update url not http", toml: base + "\n[update]\nurl = \"ftp://updates.example.com/b.raucb\"\n",
+             expected: "update.url: must be the bundle's http:// or https:// address"),
+        Case(name: "update url with a shell character", toml: base + "\n[update]\nurl = \"https://u.example.com/b.raucb;reboot\"\n",
+             expected: "update.url: is not a valid URL"),
+        Case(name: "update without url", toml: base + "\n[update]\n",
+             expected: "update.url: is required"),
+        Case(name: "update unknown key", toml: base + "\n[update]\nurl = \"https://u.example.com/b.raucb\"\ninterval = 5\n",
+             expected: "update.interval: unknown key"),
         Case(name: "no signing key", toml: base + "\n[uplink]\nurl = \"https://x/events\"\nsign_ed25519 = false\n",
              expected: "uplink: no signing key"),
     ]
+
+    @Test func anUpdateURLIsKeptAsWritten() throws {
+        let url = "http://192.168.1.10:8080/doorbell-raspberrypi-4.raucb"
+        let c = try ConfigLoader.parse(text: Self.base + "\n[update]\nurl = \"\(url)\"\n", file: "agent.toml")
+        #expect(c.update == UpdateSettings(url: url))
+        #expect(try ConfigLoader.parse(text: Self.base, file: "agent.toml").update == nil)
+    }
 
     @Test(arguments: badCases)
     func badConfigsAreReportedWithWhereAndWhat(c: Case) {

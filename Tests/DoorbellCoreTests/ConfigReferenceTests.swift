@@ -58,6 +58,8 @@ import Testing
         gpio_pulse = { chip = "gpiochip0", line = 17, ms = 200 }
         [metrics]
         file = "/tmp/m.prom"
+        [update]
+        url = "https://updates.example.com/doorbell-raspberrypi-4.raucb"
         """,
         """
         gateway_id = "gw"

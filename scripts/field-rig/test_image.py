@@ -31,6 +31,7 @@ RIG_IMAGE: the .img.xz (default: the newest .work/image/doorbell-<RIG_IMAGE_BOAR
 board default raspberrypi-4). Run by scripts/field-rig/run-image.sh (make test-image).
 """
 import base64
+import http.server
 import glob
 import json
 import os
@@ -39,6 +40,7 @@ import shutil
 import sqlite3
 import ssl
 import subprocess
+import threading
 import time
 import unittest
 import urllib.request
@@ -285,6 +287,81 @@ class ImageGuest(rig.Guest):
         with open(local, "w") as f:
             f.write(text)
         subprocess.run(["mcopy", "-o", "-i", self.fat, local, "::doorbell.toml"], check=True)
+
+
+class BundleServer:
+    """A plain HTTP server for update bundles on the host's loopback (the guest's 10.0.2.2) that
+    answers byte ranges: RAUC streams a bundle with Range requests and fetches only what it
+    installs. http.server's own handler ignores Range, so this one serves it (single ranges)."""
+
+    def __init__(self, directory):
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            ranges = []
+
+            def do_HEAD(self):
+                self.answer(body=False)
+
+            def do_GET(self):
+                self.answer(body=True)
+
+            def answer(self, body):
+                path = os.path.join(directory, os.path.basename(self.path.split("?")[0]))
+                if not os.path.isfile(path):
+                    self.send_response(404)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                size = os.path.getsize(path)
+                start, end = 0, size - 1
+                wanted = re.fullmatch(r"bytes=(\d*)-(\d*)", self.headers.get("Range", "") or "")
+                if wanted and (wanted.group(1) or wanted.group(2)):
+                    if wanted.group(1):
+                        start = int(wanted.group(1))
+                        end = min(int(wanted.group(2)), size - 1) if wanted.group(2) else size - 1
+                    else:
+                        start = max(0, size - int(wanted.group(2)))
+                    if start > end:
+                        self.send_response(416)
+                        self.send_header("Content-Range", f"bytes */{size}")
+                        self.send_header("Content-Length", "0")
+                        self.end_headers()
+                        return
+                    self.send_response(206)
+                    self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
+                    Handler.ranges.append((start, end))
+                else:
+                    self.send_response(200)
+                self.send_header("Accept-Ranges", "bytes")
+                self.send_header("Content-Length", str(end - start + 1))
+                self.end_headers()
+                if body:
+                    with open(path, "rb") as f:
+                        f.seek(start)
+                        left = end - start + 1
+                        while left > 0:
+                            chunk = f.read(min(left, 1 << 20))
+                            if not chunk:
+                                break
+                            self.wfile.write(chunk)
+                            left -= len(chunk)
+
+            def log_message(self, *args):
+                pass
+
+        self.handler = Handler
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def url(self, name):
+        return f"http://10.0.2.2:{self.port}/{name}"
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
 
 
 class FieldImage(unittest.TestCase):
@@ -596,6 +673,11 @@ class FieldImage(unittest.TestCase):
             self.assertIn("exit 1", listed)
             env = dict(os.environ, BOARD=BOARD, BUNDLE_ROOTFS=broken, BUNDLE_OUT=out)
             subprocess.run([os.path.join(rig.REPO, "scripts", "image", "build-bundle.sh")], check=True, env=env, stdout=subprocess.DEVNULL)
+        elif name == "newer":
+            # The same root as a later release: only the manifest's version differs
+            # (BUNDLE_VERSION), which is what doorbell-update compares.
+            env = dict(os.environ, BOARD=BOARD, BUNDLE_ROOTFS=rootfs, BUNDLE_OUT=out, BUNDLE_VERSION=self.newer_version())
+            subprocess.run([os.path.join(rig.REPO, "scripts", "image", "build-bundle.sh")], check=True, env=env, stdout=subprocess.DEVNULL)
         elif name == "foreign":
             keys = os.path.join(rig.REPO, ".work", "rauc-dev-keys")
             other = os.path.join(self.g.dir, "other")
@@ -604,6 +686,11 @@ class FieldImage(unittest.TestCase):
             subprocess.run(["rauc", "resign", f"--keyring={keys}/dev.cert.pem", f"--signing-keyring={other}.cert", f"--cert={other}.cert",
                             f"--key={other}.key", good, out], check=True, capture_output=True)
         return "/run/rig/" + name + ".raucb"
+
+    def newer_version(self):
+        """A later release of the image's own version (dpkg orders 0.1.0+pulled1 after 0.1.0)."""
+        version = re.fullmatch(rf"doorbell-{re.escape(BOARD)}-(.+)\.img\.xz", os.path.basename(self.image)).group(1)
+        return version + "+pulled1"
 
     def fat_prefixes(self):
         """(config.txt's, tryboot.txt's) os_prefix= as the box sees them."""
@@ -692,6 +779,40 @@ class FieldImage(unittest.TestCase):
         self.assertEqual((status["booted"], status["boot_primary"]), (["rootfs.1"], "rootfs.1"), status)
         self.assertEqual((slots["rootfs.0"]["boot_status"], slots["rootfs.1"]["boot_status"]), ("bad", "good"), slots)
         self.wait_status("the agent of slot B up again", lambda s: True, 180)
+        # The update service will not pull the version that failed here again.
+        self.assertIn(self.g.sh("dpkg-query -W -f='${Version}' doorbell-agent").strip(),
+                      self.g.sh("cat /data/rauc/failed-versions").split())
+
+    def test_9e_update_pulled_from_the_config_url(self):
+        """`[update] url` in agent.toml names a newer bundle on an HTTP server: doorbell-update
+        (as its timer starts it) streams it with RAUC's range requests into the other slot (A,
+        marked bad by 9d), reboots once into it, slot-check keeps it; the next run finds it up
+        to date (RAUC's record of the installed bundle, not the package, is the version)."""
+        self.assertEqual(self.root_partition(), "3")
+        newer = self.bundle("newer")
+        server = BundleServer(self.g.share)
+        self.addCleanup(server.stop)
+        self.g.sh(f"printf '\\n[update]\\nurl = \"%s\"\\n' '{server.url(os.path.basename(newer))}' >> /etc/doorbell-agent/agent.toml\n"
+                  "doorbell-agent check-config /etc/doorbell-agent/agent.toml")
+        self.g.sh("rm -f /run/systemd/timesync/synchronized")
+        held = json.loads(self.g.sh("agentctl inject press --json --device dev-00"))["event_ids"]
+        try:
+            self.g.run("systemctl start doorbell-update.service", 1500, check=False)
+        except RuntimeError:
+            pass  # the reboot took the channel down before it answered
+        self.assertTrue(server.handler.ranges, "RAUC fetched no byte range: it did not stream")
+        self.assertTrue(self.g.wait_reset(600), "doorbell-update did not reboot into the new slot with tryboot")
+        self.g.boot(timeout=900)
+        self.assertEqual(self.g.booted_config, ("tryboot.txt", "a/"))
+        self.assertEqual(self.root_partition(), "2")
+        self.wait_status("slot A's agent answering", lambda s: True, 300)
+        self.sync_clock()
+        rig.wait_for("the press held before the update at the cloud", 300,
+                     lambda: set(held) <= {e["id"] for e in self.cloud.events()}, 2.0)
+        rig.wait_for("slot A committed (config.txt names a/)", 400, lambda: self.fat_prefixes() == ("a/", "a/"), 3.0)
+        self.assertIn(self.newer_version(), self.g.sh("/usr/libexec/doorbell-image/booted-version"))
+        rc, out = self.g.run("systemctl start doorbell-update.service && journalctl -b -u doorbell-update --no-pager -n 5", 600, check=False)
+        self.assertIn(f"up to date: {self.newer_version()}", out)
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -7,7 +7,9 @@
 # its directory on the FAT partition. Signed with bundle-keys.sh's key (BUNDLE_KEY/BUNDLE_CERT/
 # BUNDLE_KEYRING, or the development keys) and checked against the keyring before it is written.
 # Inputs: BOARD, IMAGE_DEB (as build-image.sh), BUNDLE_ROOTFS (another root file system image:
-# the rig's broken-agent bundle), BUNDLE_OUT (the output file). Output:
+# the rig's broken-agent bundle), BUNDLE_OUT (the output file), BUNDLE_VERSION (the manifest's
+# version instead of the .deb's: a rebuilt root of the same package; doorbell-update compares it
+# with the version the booted slot was installed from). Output:
 # .work/image/doorbell-<board>-<version>.raucb and its .sha256. Host tools: rauc, mksquashfs.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -23,6 +25,8 @@ deb=${IMAGE_DEB:-$(ls -t .work/deb/trixie/doorbell-agent_*_arm64.deb 2>/dev/null
 [ -n "$deb" ] || die "no arm64 trixie package: make deb ARCH=arm64 DIST=trixie (or IMAGE_DEB)"
 version=$(dpkg-deb -f "$deb" Version)
 name=doorbell-$BOARD-$version
+bundle_version=${BUNDLE_VERSION:-$version}
+case $bundle_version in *[!A-Za-z0-9.+~-]*|'') die "BUNDLE_VERSION '$bundle_version' is not a Debian-style version (letters, digits, . + ~ -)";; esac
 rootfs=${BUNDLE_ROOTFS:-.work/image/$name.rootfs.ext4}
 if [ ! -f "$rootfs" ]; then
   [ -z "${BUNDLE_ROOTFS:-}" ] || die "BUNDLE_ROOTFS $rootfs does not exist"
@@ -38,7 +42,7 @@ install -m 0755 "$here/bundle-hook.sh" "$work/content/hook.sh"
 cat > "$work/content/manifest.raucm" <<MANIFEST
 [update]
 compatible=doorbell-$BOARD
-version=$version
+version=$bundle_version
 description=doorbell-agent field image root for $BOARD
 build=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 
@@ -60,4 +64,4 @@ SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct)} nice -n 10 ra
   --cert="${keys[1]}" --key="${keys[0]}" --keyring="${keys[2]}" --mksquashfs-args="-comp zstd" \
   "$work/content" "$out" >&2 || die "rauc bundle failed (above)"
 (cd "$(dirname "$out")" && sha256sum "$(basename "$out")" > "$(basename "$out").sha256")
-echo "build-bundle: $out: $(du -h "$out" | cut -f1), compatible doorbell-$BOARD, version $version"
+echo "build-bundle: $out: $(du -h "$out" | cut -f1), compatible doorbell-$BOARD, version $bundle_version"

@@ -28,7 +28,7 @@ chroot "$root" doorbell-agent check-config /etc/doorbell-agent/agent.toml >&2
   sed -i "s|@DATA_PARTUUID@|$(part_uuid 4)|g; s|@ROOT_A_PARTUUID@|$(part_uuid 2)|g; s|@ROOT_B_PARTUUID@|$(part_uuid 3)|g; s|@BOARD@|$BOARD|g" "$root/$f"
 done
 install -m 0644 "$keyring" "$root/etc/rauc/keyring.pem"
-chroot "$root" systemctl enable doorbell-slot-check.service doorbell-firstboot.service doorbell-grow-data.service doorbell-wifi.path \
+chroot "$root" systemctl enable doorbell-slot-check.service doorbell-update.timer doorbell-firstboot.service doorbell-grow-data.service doorbell-wifi.path \
   systemd-networkd.service systemd-resolved.service systemd-timesyncd.service >&2
 # The installer's Wi-Fi (doorbell-agent provision writes it on the data partition): Debian's
 # wpa_supplicant@wlan0 reads it through a link, started when wlan0 appears (a wired box's unit is
