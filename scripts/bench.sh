@@ -92,6 +92,9 @@ drain() { # name port count [mqtt]
   kill $pid; wait $pid 2>/dev/null || true
 }
 
+# The shipped unit's environment for the agent's libraries (GNUTLS_NO_IMPLICIT_INIT): the figures
+# are the agent as systemd runs it.
+while read -r setting; do export "$setting"; done < <(sed -n 's/^Environment=\(GNUTLS_[A-Z_]*=[^ ]*\)$/\1/p' systemd/doorbell-agent.service)
 # Idle: radio open (a quiet rtl_433 stand-in), nothing happening.
 conf idle "$work/idle-state" "https://127.0.0.1:9/events" ""
 "$rel/doorbell-agent" run --config "$work/idle.toml" 2>"$work/idle.log" & pid=$!; pids+=($pid)
