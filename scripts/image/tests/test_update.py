@@ -1,6 +1,8 @@
 """The field image's update service (scripts/image/overlay/usr/libexec/doorbell-image/update, with
 booted-version beside it): when it pulls a bundle from `[update] url` and when it leaves the box
-alone. Host-side, seconds: the script itself with stand-ins for the programs it asks (rauc,
+alone; and slot-check's part in it, on a boot of the committed slot: a trial that never reached
+its check (a crash, a reset, a firmware that ignored the tryboot) is marked bad and its version
+recorded, so the same release is not installed and rebooted into every six hours. Host-side, seconds: the script itself with stand-ins for the programs it asks (rauc,
 doorbell-agent check-config, systemctl, the tryboot backend's get-current), the real dpkg for
 version order and the real python3 tomllib for the config. Streaming, install and the trial boot
 for real: scripts/field-rig/test_image.py (make test-image).
@@ -29,6 +31,11 @@ case $1 in
         echo "rauc-Message: Verified inline signature" >&2; cat "$BOX/bundle.json" ;;
   install) exit "$(cat "$BOX/install-rc" 2>/dev/null || echo 0)" ;;
 esac
+# What RAUC does with mark-bad other: the boot backend's set-state for the slot not booted.
+if [ "$1 $2 $3" = "status mark-bad other" ]; then
+  other=$(tr AB BA < "$BOX/current")
+  exec "$DOORBELL_IMAGE_LIBEXEC/rauc-tryboot" set-state "$other" bad
+fi
 """
 AGENT = r"""#!/bin/bash
 echo "doorbell-agent $*" >> "$BOX/calls.log"
@@ -40,8 +47,10 @@ echo "$(basename "$0") $*" >> "$BOX/calls.log"
 DPKG_QUERY = r"""#!/bin/bash
 echo "0.1.0"
 """
+# The real backend, but the booted slot from the test (the real one reads /proc/cmdline).
 TRYBOOT = r"""#!/bin/bash
-[ "$1" = get-current ] && cat "$BOX/current"
+[ "$1" = get-current ] && exec cat "$BOX/current"
+exec bash "$DOORBELL_IMAGE_LIBEXEC/rauc-tryboot.real" "$@"
 """
 
 
@@ -54,9 +63,12 @@ class Box:
             os.makedirs(d)
         for name, text in (("rauc", RAUC), ("doorbell-agent", AGENT), ("systemctl", LOGGER), ("dpkg-query", DPKG_QUERY)):
             self.script(os.path.join(self.bin, name), text)
-        for name in ("update", "booted-version"):
+        for name in ("update", "booted-version", "slot-check"):
             shutil.copy(os.path.join(LIBEXEC, name), self.libexec)
+        shutil.copy(os.path.join(LIBEXEC, "rauc-tryboot"), os.path.join(self.libexec, "rauc-tryboot.real"))
         self.script(os.path.join(self.libexec, "rauc-tryboot"), TRYBOOT)
+        for slot in ("a", "b"):
+            os.makedirs(os.path.join(self.fw, slot))
         self.config(f'gateway_id = "gw"\n[update]\nurl = "{URL}"\n')
         self.committed("A", current="A")
         self.booted_bundle(None)
@@ -74,28 +86,36 @@ class Box:
     def config(self, text):
         self.write("agent.toml", text)
 
-    def committed(self, slot, current):
-        with open(os.path.join(self.fw, "config.txt"), "w") as f:
-            f.write(f"arm_64bit=1\nos_prefix={slot.lower()}/\n")
+    def committed(self, slot, current, trial=None):
+        """config.txt names slot, tryboot.txt names trial (default: slot), current is booted."""
+        for name, s in (("config.txt", slot), ("tryboot.txt", trial or slot)):
+            with open(os.path.join(self.fw, name), "w") as f:
+                f.write(f"arm_64bit=1\nos_prefix={s.lower()}/\n")
         self.write("current", current + "\n")
 
-    def booted_bundle(self, version):
+    def firmware(self, name):
+        with open(os.path.join(self.fw, name)) as f:
+            return f.read()
+
+    def booted_bundle(self, version, other=None):
         """RAUC's status: slot A booted; version: the bundle RAUC installed there (None: the
-        slot the image was flashed with, no record)."""
+        slot the image was flashed with, no record); other: the bundle installed in B."""
         a = {"class": "rootfs", "bootname": "A", "state": "booted"}
-        if version:
-            a["slot_status"] = {"bundle": {"compatible": "doorbell-raspberrypi-4", "version": version}}
-        self.write("rauc-status.json", json.dumps({"booted": "A", "slots": [{"rootfs.0": a}, {"rootfs.1": {"bootname": "B", "state": "inactive"}}]}))
+        b = {"class": "rootfs", "bootname": "B", "state": "inactive"}
+        for slot, v in ((a, version), (b, other)):
+            if v:
+                slot["slot_status"] = {"bundle": {"compatible": "doorbell-raspberrypi-4", "version": v}}
+        self.write("rauc-status.json", json.dumps({"booted": "A", "slots": [{"rootfs.0": a}, {"rootfs.1": b}]}))
 
     def offer(self, version):
         self.write("bundle.json", json.dumps({"compatible": "doorbell-raspberrypi-4", "version": version}))
 
-    def run(self):
+    def run(self, script="update"):
         env = dict(os.environ, BOX=self.dir, PATH=self.bin + ":" + os.environ["PATH"],
                    DOORBELL_AGENT_CONFIG=os.path.join(self.dir, "agent.toml"),
                    DOORBELL_UPDATE_FAILED=os.path.join(self.dir, "failed-versions"),
                    DOORBELL_IMAGE_LIBEXEC=self.libexec, DOORBELL_FIRMWARE_DIR=self.fw)
-        done = subprocess.run(["bash", os.path.join(self.libexec, "update")], env=env, capture_output=True, text=True, timeout=60)
+        done = subprocess.run(["bash", os.path.join(self.libexec, script)], env=env, capture_output=True, text=True, timeout=60)
         return done.returncode, done.stdout + done.stderr
 
     def calls(self):
@@ -186,6 +206,39 @@ class UpdateService(unittest.TestCase):
         rc, out = self.box.run()
         self.assertEqual(rc, 1, out)
         self.assertEqual(self.box.installed(), [f"rauc install {URL}"], out)
+
+
+class SlotCheckOnTheCommittedSlot(unittest.TestCase):
+    def setUp(self):
+        self.box = Box()
+        self.addCleanup(shutil.rmtree, self.box.dir)
+
+    def test_a_trial_that_never_reached_its_check_is_marked_bad_and_not_pulled_again(self):
+        # 0.1.1 was installed into B and a tryboot asked for; the board came back on A.
+        self.box.committed("A", current="A", trial="B")
+        self.box.booted_bundle(None, other="0.1.1")
+        rc, out = self.box.run("slot-check")
+        self.assertEqual(rc, 0, out)
+        self.assertIn("slot B was installed for a trial boot that never reached its check", out)
+        self.assertIn("os_prefix=a/", self.box.firmware("tryboot.txt"), out)
+        self.assertEqual(self.box.firmware("rauc-bad.txt").split(), ["B"])
+        self.assertEqual(self.box.firmware("config.txt"), self.box.firmware("tryboot.txt"))
+        with open(os.path.join(self.box.dir, "failed-versions")) as f:
+            self.assertEqual(f.read().split(), ["0.1.1"])
+        # The timer's next run does not install it again.
+        self.box.offer("0.1.1")
+        rc, out = self.box.run()
+        self.assertEqual((rc, self.box.installed()), (0, []), out)
+
+    def test_an_ordinary_boot_of_the_committed_slot_changes_nothing(self):
+        self.box.booted_bundle(None, other="0.1.1")
+        before = (self.box.firmware("config.txt"), self.box.firmware("tryboot.txt"))
+        rc, out = self.box.run("slot-check")
+        self.assertEqual(rc, 0, out)
+        self.assertIn("nothing to decide", out)
+        self.assertEqual((self.box.firmware("config.txt"), self.box.firmware("tryboot.txt")), before)
+        self.assertFalse(os.path.exists(os.path.join(self.box.dir, "failed-versions")))
+        self.assertEqual([c for c in self.box.calls() if c.startswith("rauc")], [])
 
 
 if __name__ == "__main__":
