@@ -71,10 +71,11 @@ test: deps build-cloud
 # .deb on an emulated aarch64 Debian 13 board: there every scenario (make test runs the platform's
 # ones there, RIG_BOARD=platform). See scripts/field-rig/. Then the field image itself (make
 # test-image: built if missing; too long for CI's 90 minutes beside make test, so it is here and
-# the README asks for it before every release).
+# the README asks for it before every release), and the Pi 3 image on qemu's raspi3b machine.
 test-field: deps
 	RIG_BOARD=all scripts/field-rig/run.sh
 	scripts/field-rig/run-image.sh $(or $(BOARD),raspberrypi-4)
+	scripts/field-rig/run-image-raspi3b.sh
 
 # Figures (speed, footprint, storage wear) with their methods, into docs/benchmarks.md.
 # BENCH_BOARD=1 adds the board's (scripts/bench-board.sh: the arm64 package's footprint and replay

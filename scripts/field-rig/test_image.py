@@ -756,7 +756,10 @@ class FieldImage(unittest.TestCase):
         self.g.boot(timeout=900)
         self.assertEqual(self.g.booted_config, ("config.txt", "b/"))
         self.assertEqual(self.root_partition(), "3")
-        self.assertIn("committed slot", self.g.sh("journalctl -b -u doorbell-slot-check --no-pager"))
+        # The rig's channel can answer before slot-check has run (fourth run, load 12: the journal
+        # was still empty): wait for its verdict.
+        rig.wait_for("slot-check's verdict on the committed slot", 300,
+                     lambda: "committed slot" in self.g.sh("journalctl -b -u doorbell-slot-check --no-pager"), 3.0)
 
     def test_9d_broken_update_falls_back(self):
         """A bundle whose agent exits 1 (signed with the same key): installed into slot A, booted
