@@ -50,8 +50,8 @@ final class OutboxCheckpointTests: XCTestCase {
     /// A reader in another process (agentctl) keeps an old snapshot: no checkpoint can copy past
     /// it, the log grows past the limit, and the TRUNCATE that bounds it fails (busy) while the
     /// reader stays — tried again only after more frames, never in a loop — and empties the log
-    /// once the reader is gone (mutation: `finished` resetting `tried` after a failure retries
-    /// the TRUNCATE, under the outbox's lock, at every wake-up).
+    /// once the reader is gone (mutation: no `checkpointIfDue` in the syncer's loop — the file
+    /// stays at 13 MB).
     func testAReaderHoldsTheLogAndTheTruncateEmptiesItOnceItIsGone() throws {
         let dir = try TempDir()
         let path = dir.file("outbox.sqlite")
