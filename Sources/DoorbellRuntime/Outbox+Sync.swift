@@ -183,10 +183,12 @@ extension Outbox {
             syncerRunning = true
             syncerStopping = false
         }
+        takeOverCheckpoints()
         do {
             try startLoop(heartbeat, thread: "outbox-sync") { [self] in runSyncer(heartbeat) }
         } catch {
             locked { syncerRunning = false }
+            handBackCheckpoints()
             throw error
         }
     }
@@ -194,11 +196,23 @@ extension Outbox {
     func runSyncer(_ heartbeat: Heartbeat) {
         while true {
             pthread_mutex_lock(mutex)
+            var synced = false
             if group.needsSync {
                 let ready = syncOnce()
                 pthread_mutex_unlock(mutex)
                 heartbeat.beat()
                 run(ready)
+                synced = true
+            } else {
+                pthread_mutex_unlock(mutex)
+            }
+            // After each fsync, not only when none is owed: a steady stream of commits would
+            // otherwise never leave room for one, and the log would grow without end.
+            if checkpointIfDue() { heartbeat.beat() }
+            if synced { continue }
+            pthread_mutex_lock(mutex)
+            if group.needsSync {
+                pthread_mutex_unlock(mutex)
                 continue
             }
             if syncerStopping && group.isIdle {
@@ -222,6 +236,7 @@ extension Outbox {
         pthread_mutex_lock(mutex)
         while syncerRunning { pthread_cond_wait(syncedCondition, mutex) }
         pthread_mutex_unlock(mutex)
+        handBackCheckpoints()
     }
 
     /// Commits whose fsync has not returned yet.

@@ -154,6 +154,10 @@ public final class Outbox: @unchecked Sendable {
     let flushLog: @Sendable (Int32) -> Int32
     /// The WAL file's inode whose directory entry was synced (see `flushWriteAheadLog`).
     var syncedLogInode: ino_t = 0
+    /// The syncer's own connection, for checkpoints (Outbox+Checkpoint.swift), and when to make
+    /// them; under `mutex`. Nil without a syncer: SQLite checkpoints by itself.
+    var checkpointer: OpaquePointer?
+    var checkpoints = CheckpointPlan()
 
     /// `sinks`: the configured sinks (see `setSinks` for what a removed one means).
     public convenience init(path: String, sinks: OutboxSinks = .cloud) throws(OutboxError) {
@@ -210,6 +214,9 @@ public final class Outbox: @unchecked Sendable {
             if db != nil, group.isIdle { dropSequenceReservation() }
             for (_, s) in statements { sqlite3_finalize(s) }
             statements = [:]
+            // A syncer still running keeps its connection (it may be checkpointing).
+            if !syncerRunning, let checkpointer { sqlite3_close(checkpointer) }
+            if !syncerRunning { checkpointer = nil }
             if let db { sqlite3_close(db) }
             db = nil
         }
