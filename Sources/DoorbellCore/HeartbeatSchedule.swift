@@ -6,7 +6,8 @@
 //
 // Rules: one at start-up, then every `interval`. Any 2xx from the cloud (an event's too) counts
 // as one, so a busy uplink sends none. Due while the uplink has events to send, or while it is
-// held for the clock: skipped (looked at again after `backoff.initialMillis`), not queued. Due
+// held for the clock: skipped (looked at again after `backoff.initialMillis`, or when the machine
+// next looks at the clock), not queued. Due
 // while the receiver backs off after failed events: waits for the end of that backoff. A failed
 // heartbeat waits out its own full-jitter backoff (as an event would), never longer than
 // `interval`, and changes nothing for events.
@@ -53,8 +54,12 @@ public struct HeartbeatSchedule: Sendable {
         switch uplink {
         case .idle:
             return .send
-        case .busy, .held:
+        case .busy:
             dueMonoMicros = now + Int64(max(1, backoff.initialMillis)) * 1000
+            return .wait(untilMonoMicros: dueMonoMicros)
+        case .held:
+            // As often as the machine looks at the clock for held events, no more.
+            dueMonoMicros = now + UplinkMachine.clockRecheckMicros
             return .wait(untilMonoMicros: dueMonoMicros)
         case let .backingOff(until) where until > now:
             dueMonoMicros = until

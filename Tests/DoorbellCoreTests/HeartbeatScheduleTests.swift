@@ -31,11 +31,11 @@ import Testing
 
     /// Presses first: due while events are to be sent (or held for the clock), it is skipped and
     /// looked at again later — never queued ahead of them.
-    @Test(arguments: [HeartbeatSchedule.Uplink.busy, .held])
-    func skippedNotQueuedWhileTheUplinkIsBusy(_ state: HeartbeatSchedule.Uplink) {
+    @Test(arguments: [(HeartbeatSchedule.Uplink.busy, 1 * second), (.held, UplinkMachine.clockRecheckMicros)])
+    func skippedNotQueuedWhileTheUplinkIsBusy(_ state: HeartbeatSchedule.Uplink, _ recheck: Int64) {
         var s = HeartbeatSchedule(intervalSeconds: 900, backoff: Self.backoff)
-        #expect(s.next(nowMonoMicros: 10 * Self.second, uplink: state) == .wait(untilMonoMicros: 11 * Self.second))
-        #expect(s.next(nowMonoMicros: 11 * Self.second, uplink: .idle) == .send)
+        #expect(s.next(nowMonoMicros: 10 * Self.second, uplink: state) == .wait(untilMonoMicros: 10 * Self.second + recheck))
+        #expect(s.next(nowMonoMicros: 10 * Self.second + recheck, uplink: .idle) == .send)
     }
 
     /// While the receiver backs off after failed events, the heartbeat waits for the same end.
