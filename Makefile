@@ -61,7 +61,7 @@ test: deps build-cloud
 	scripts/test-deb.sh .work/deb/trixie/doorbell-agent_*_arm64.deb
 	RIG_SKIP_DEB=1 scripts/field-rig/run.sh
 	cd cloud && scripts/with-test-postgres.sh $(SWIFT) test
-	cd cloud && $(SWIFT) build --product cloud-fuzz && for t in envelope webhook apns payload receipt strictjson; do .build/debug/cloud-fuzz $$t Tests/FuzzCorpus/$$t/*; done
+	cd cloud && $(SWIFT) build --product cloud-fuzz && for t in envelope webhook heartbeat apns payload receipt strictjson; do .build/debug/cloud-fuzz $$t Tests/FuzzCorpus/$$t/*; done
 	$(SWIFT) build --build-tests
 	for t in json rtl433 config control pulses ooktext vcd hci ad bthome secret eddystone ancs smp acl phone cli btsnoop provision; do .build/debug/doorbell-fuzz $$t Tests/FuzzCorpus/$$t/*; done
 	DOORBELL_CLOUD_BIN=$(CURDIR)/$(CLOUD_BIN) $(SWIFT) test --skip-build

@@ -177,6 +177,12 @@ extension ConfigLoader {
         if let v = t.int("retry_max_ms", in: 100...86_400_000) { u.retryMaxMs = v }
         if let v = t.int("max_in_flight", in: 1...64) { u.maxInFlight = v }
         if let v = t.int("park_after_failures", in: 3...1_000) { u.parkAfterFailures = v }
+        if let v = t.int("heartbeat_interval_s", in: 0...86_400) {
+            if (1..<60).contains(v) {
+                t.report("heartbeat_interval_s", "must be 0 (no heartbeats) or 60 to 86400 seconds; found \(v) (the default, 900, is a heartbeat every 15 minutes)")
+            }
+            u.heartbeatIntervalSeconds = v
+        }
         if u.retryMaxMs < u.retryInitialMs { t.report("retry_max_ms", "must be at least retry_initial_ms (\(u.retryInitialMs))") }
         if let pin = t.string("pinned_public_key", required: false) {
             let pins = pin.split(separator: ";")

@@ -205,6 +205,9 @@ public struct UplinkSettings: Sendable, Equatable {
     /// Requests in flight at once while draining a backlog (HTTP/2 streams on the one connection;
     /// over HTTP/1.1 they still go one at a time). 1 = strictly one event at a time, in order.
     public var maxInFlight: Int = 8
+    /// A signed heartbeat to `<url's directory>/heartbeat` at start-up and this often
+    /// (HeartbeatSchedule); 0 = none.
+    public var heartbeatIntervalSeconds: Int = 900
 
     public init(url: String, caFile: String? = nil, hmacSecretFile: String? = nil, signEd25519: Bool = true,
                 connectTimeoutMs: Int = 5_000, requestTimeoutMs: Int = 15_000,

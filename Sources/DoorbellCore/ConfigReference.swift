@@ -73,6 +73,8 @@ public enum ConfigReference {
             meaning: #"exponential backoff with full jitter: the receiver's (after a window in which nothing went) and each event's own (the others pass an event waiting out its own)"#),
         Row(key: #"`[uplink] park_after_failures`"#, type: #"int 3–1000"#, defaultValue: #"15"#,
             meaning: #"an event that failed this many times while the receiver took other events is parked as a dead letter and reported (`gateway.dead_letter`); failures while nothing goes never count"#),
+        Row(key: #"`[uplink] heartbeat_interval_s`"#, type: #"int 0 or 60–86400"#, defaultValue: #"900"#,
+            meaning: #"a signed heartbeat (not an event: never in the outbox, never ahead of a press) to the `url` with its last path segment replaced by `heartbeat` (`…/events` → `…/heartbeat`), at start-up and then this often while nothing else reached the cloud; `agentctl status` shows the last 2xx and whether the cloud answered since start (a field image's slot check needs it). 0 = none"#),
         Row(key: #"`[uplink] pinned_public_key`"#, type: #"string"#, defaultValue: #""#,
             meaning: #"`sha256//<base64>` (several joined by `;`): refuse any server whose public key differs, even with a valid certificate"#),
         Row(key: #"`[uplink] client_cert_file`, `client_key_file`"#, type: #"paths"#, defaultValue: #""#,

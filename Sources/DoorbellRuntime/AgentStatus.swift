@@ -100,6 +100,10 @@ extension Agent {
             x.endpointGone = u.endpointGone
             x.failuresByReason = u.failuresByReason.sorted { $0.key < $1.key }.map { .init($0.key, Int64($0.value)) }
             x.deliveredLatency = u.deliveredLatency
+            x.last2xxWallMicros = u.lastCloud2xxWallMicros
+            x.cloudReachedSinceStart = u.cloudReachedSinceStart
+            x.heartbeatsAccepted = Int64(u.heartbeatsAccepted)
+            x.heartbeatsFailed = Int64(u.heartbeatsFailed)
             report.uplink = x
         }
         if let sink = mqttSink {

@@ -7,6 +7,9 @@ import Glibc
 // `uplink.max_in_flight` events is in flight at once (HTTP/2 streams; one after the other over
 // HTTP/1.1), and the window's outcomes are written in one transaction. Every decision (which
 // events, the receiver's and each event's backoff, parking) is UplinkMachine's; nothing is dropped.
+// Between windows, when HeartbeatSchedule says one is due, a signed heartbeat (not an event) goes
+// to the cloud's heartbeat URL on the same connection, so status can say the cloud answers even
+// when there is nothing to deliver.
 
 /// An event the uplink parked as a dead letter, for the `gateway.dead_letter` report.
 public struct ParkedEvent: Sendable, Equatable {
@@ -33,6 +36,12 @@ public struct UplinkStatus: Sendable, Equatable {
     public var endpointGone: Bool = false
     /// Events wait because the wall clock is not synchronized yet.
     public var heldForClock: Bool = false
+    /// The last 2xx from the cloud, to an event or a heartbeat (wall time).
+    public var lastCloud2xxWallMicros: Int64?
+    /// The cloud answered 2xx (event or heartbeat) since this uplink started.
+    public var cloudReachedSinceStart = false
+    public var heartbeatsAccepted = 0
+    public var heartbeatsFailed = 0
     /// Failed attempts by reason (transport error kind or HTTP status class), for metrics.
     public var failuresByReason: [String: Int] = [:]
     /// Created → acknowledged, seconds: counts per upper bound (cumulative buckets built at render).
@@ -58,6 +67,11 @@ public final class Deliverer: @unchecked Sendable {
     public var busySinceMicros: Int64? { busySince.snapshot }
     /// Every decision (window, backoff, Retry-After, 410, clock hold, parking) is the machine's.
     private var machine: UplinkMachine
+    /// When a heartbeat is due; the loop only sends it.
+    private var heartbeats: HeartbeatSchedule
+    private let heartbeatURL: String
+    /// The RAUC slot the kernel booted (`rauc.slot=` on its command line), if it says.
+    private let bootSlot: String?
     /// An idle uplink still wakes this often (one indexed read) so its heartbeat shows it alive.
     static let idleWakeMicros: Int64 = 30_000_000
     public let heartbeat: Heartbeat
@@ -85,6 +99,10 @@ public final class Deliverer: @unchecked Sendable {
         machine = UplinkMachine(settings: UplinkMachine.Settings(
             maxInFlight: settings.maxInFlight, backoff: FullJitterBackoff(initialMillis: settings.retryInitialMs, capMillis: settings.retryMaxMs),
             requireClockSync: clock.requireSync, parkAfterFailures: settings.parkAfterFailures))
+        heartbeats = HeartbeatSchedule(intervalSeconds: settings.heartbeatIntervalSeconds,
+                                       backoff: FullJitterBackoff(initialMillis: settings.retryInitialMs, capMillis: settings.retryMaxMs))
+        heartbeatURL = HeartbeatRequest.url(forEventsURL: settings.url)
+        bootSlot = readFile("/proc/cmdline", maxBytes: 4096).flatMap { HeartbeatRequest.bootSlot(kernelCommandLine: String(decoding: $0, as: UTF8.self)) }
     }
 
     public func start() throws(ThreadStartError) {
@@ -136,11 +154,23 @@ public final class Deliverer: @unchecked Sendable {
                 synced = s
                 return s
             }
+            let state = HeartbeatSchedule.uplink(action, receiverNotBeforeMono: machine.receiverNotBefore, nowMonoMicros: now,
+                                                 requireClockSync: clock.requireSync) { synced ?? Clocks.isWallClockSynchronized(clock) }
+            var beatDue = Int64.max
+            switch heartbeats.next(nowMonoMicros: now, uplink: state) {
+            case .send:
+                sendHeartbeat(rng: &rng)
+                continue
+            case let .wait(until):
+                beatDue = until
+            case .off:
+                break
+            }
             switch action {
             case .waitForWork:
-                heartbeat.wait(wake, timeoutMicros: Self.idleWakeMicros)
+                heartbeat.wait(wake, timeoutMicros: min(Self.idleWakeMicros, beatDue - now))
             case let .sleep(until):
-                heartbeat.wait(wake, timeoutMicros: until - now)
+                heartbeat.wait(wake, timeoutMicros: min(until, beatDue) - now)
             case let .holdForClock(started):
                 if started {
                     status.withLock { $0.heldForClock = true }
@@ -304,9 +334,12 @@ public final class Deliverer: @unchecked Sendable {
             }
         }
         if let last = delivered.last {
+            heartbeats.cloudAnswered(nowMonoMicros: nowMono)
             status.withLock {
                 $0.delivered += delivered.count
                 $0.lastSuccessWallMicros = last.acknowledgedWallMicros
+                $0.lastCloud2xxWallMicros = last.acknowledgedWallMicros
+                $0.cloudReachedSinceStart = true
                 $0.lastLatencyMicros = last.latencyMicros
                 for a in delivered {
                     $0.deliveredLatency.observe(Double(max(0, a.acknowledgedWallMicros / 1000 - a.entry.createdAtMs)) / 1000)
@@ -356,6 +389,67 @@ public final class Deliverer: @unchecked Sendable {
         }
         return ParkedEvent(id: a.entry.id, sequence: a.entry.sequence, type: a.entry.type, reason: reason, status: httpStatus,
                            attempts: a.entry.attempts + 1, error: error)
+    }
+
+    /// One heartbeat, signed like an event, on the kept-alive connection; its answer is only
+    /// counted, shown in status and logged (events never wait for it, nothing is retried but
+    /// by the schedule).
+    private enum HeartbeatOutcome {
+        case accepted(Int)
+        case failed(String)
+    }
+
+    private func sendHeartbeat(rng: inout SystemRandomNumberGenerator) {
+        let sentAt = Clocks.wallSeconds()
+        let id = HeartbeatRequest.makeID(unixMillis: Clocks.wallMicros() / 1000, random: &rng)
+        let body = HeartbeatRequest.body(id: id, gatewayID: gatewayID, agentVersion: AgentVersion.current, bootSlot: bootSlot, sentAt: sentAt)
+        var outcome: HeartbeatOutcome
+        switch connectedClient() {
+        case let .failure(error):
+            outcome = .failed(error.description)
+        case let .success(client):
+            do {
+                let headers = try signer.headers(id: id, timestamp: sentAt, body: body, gatewayID: gatewayID,
+                                                 userAgent: "doorbell-agent/\(AgentVersion.current)")
+                outcome = .failed("heartbeat to \(heartbeatURL) was not sent")
+                busySince.withLock { $0 = Clocks.monotonicMicros() }
+                client.send([HTTPRequest(body: body, headers: headers, url: heartbeatURL)]) { _, result in
+                    switch result {
+                    case let .success(response) where (200..<300).contains(response.status):
+                        outcome = .accepted(response.status)
+                    case let .success(response):
+                        let snippet = String(decoding: response.body.prefix(200), as: UTF8.self)
+                        outcome = .failed("the cloud answered the heartbeat to \(heartbeatURL) with HTTP \(response.status)"
+                                           + (snippet.isEmpty ? "" : ": \(snippet)"))
+                    case let .failure(error):
+                        outcome = .failed("heartbeat to \(heartbeatURL): \(error.description)")
+                    }
+                }
+                busySince.withLock { $0 = nil }
+            } catch {
+                outcome = .failed(error.description)
+            }
+        }
+        let nowWall = Clocks.wallMicros()
+        switch outcome {
+        case let .accepted(code):
+            heartbeats.finished(accepted: true, nowMonoMicros: Clocks.monotonicMicros(), random: &rng)
+            status.withLock {
+                $0.heartbeatsAccepted += 1
+                $0.lastCloud2xxWallMicros = nowWall
+                $0.cloudReachedSinceStart = true
+            }
+            log.info("uplink.heartbeat_accepted", [("heartbeat.id", id), ("status", String(code))])
+        case let .failed(message):
+            heartbeats.finished(accepted: false, nowMonoMicros: Clocks.monotonicMicros(), random: &rng)
+            status.withLock {
+                $0.heartbeatsFailed += 1
+                $0.lastError = message
+                $0.lastErrorWallMicros = nowWall
+            }
+            log.warning("uplink.heartbeat_failed", [("heartbeat.id", id), ("error", message),
+                                                     ("retry_in_s", String(max(0, heartbeats.dueMonoMicros - Clocks.monotonicMicros()) / 1_000_000))])
+        }
     }
 
     private func fail(_ entry: OutboxEntry, _ message: String, reason: String = "local") {

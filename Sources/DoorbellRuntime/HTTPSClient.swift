@@ -37,9 +37,13 @@ public struct HTTPSClientOptions: Sendable {
 public struct HTTPRequest: Sendable {
     public var body: [UInt8]
     public var headers: [(String, String)]
-    public init(body: [UInt8], headers: [(String, String)]) {
+    /// Another path on the same server (the heartbeat), over the same kept-alive connection;
+    /// nil: the client's URL.
+    public var url: String?
+    public init(body: [UInt8], headers: [(String, String)], url: String? = nil) {
         self.body = body
         self.headers = headers
+        self.url = url
     }
 }
 
@@ -333,6 +337,8 @@ public final class HTTPSClient {
             list = curl_slist_append(list, line)
         }
         t.headerList = list
+        // Set every time: a handle that carried a heartbeat carries an event next.
+        _ = (request.url ?? options.url).withCString { doorbell_curl_setopt_ptr(t.handle, CURLOPT_URL, $0) }
         _ = doorbell_curl_setopt_ptr(t.handle, CURLOPT_HTTPHEADER, UnsafeRawPointer(list))
         _ = doorbell_curl_setopt_long(t.handle, CURLOPT_POST, 1)
         request.body.withUnsafeBytes { raw in

@@ -46,6 +46,10 @@ import Testing
         up.failuresByReason = [.init("connect", 3), .init("http_5xx", 1)]
         up.deliveredLatency.observe(0.2)
         up.deliveredLatency.observe(1.5)
+        up.last2xxWallMicros = t0 - 500_000
+        up.cloudReachedSinceStart = true
+        up.heartbeatsAccepted = 3
+        up.heartbeatsFailed = 1
         r.uplink = up
         var q = AgentStatusReport.MQTT(broker: "127.0.0.1:1883")
         q.connected = true
@@ -107,6 +111,10 @@ import Testing
         #expect(problems { $0.outbox.movedAside = "/x.broken" }.first?.contains("moved to /x.broken") == true)
         #expect(problems { $0.uplink?.endpointGone = true }.first?.contains("410 Gone") == true)
         #expect(problems { $0.uplink?.lastErrorWallMicros = Self.t0 } == ["uplink: connect: connection refused"])
+        // A failed heartbeat is reported the same way, until the cloud answers 2xx again (a
+        // heartbeat or an event): no event needs to go for the problem to clear.
+        #expect(problems { $0.uplink?.lastErrorWallMicros = Self.t0 - 400_000 } == ["uplink: connect: connection refused"])
+        #expect(problems { $0.uplink?.lastErrorWallMicros = Self.t0 - 400_000; $0.uplink?.last2xxWallMicros = Self.t0 } == [])
         #expect(problems { $0.mqtt?.connected = false; $0.mqtt?.lastError = "broker refused: not authorised" } == ["mqtt: broker refused: not authorised"])
         #expect(problems { $0.mqtt?.connected = false } == [], "a broker not yet reached without an error is not a problem")
         #expect(problems { $0.actions[0].lastError = "exit 1" } == ["action chime: exit 1"])

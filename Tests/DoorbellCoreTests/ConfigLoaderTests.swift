@@ -45,6 +45,7 @@ import Testing
         #expect(c.devices[1].name == "back-door")
         #expect(c.uplink?.hmacSecretFile == "/etc/doorbell-agent/gateway.whsec")
         #expect(c.uplink?.signEd25519 == true)
+        #expect(c.uplink?.heartbeatIntervalSeconds == 900, "a heartbeat every 15 minutes unless said otherwise")
     }
 
     struct Case: Sendable, CustomStringConvertible {
@@ -100,6 +101,10 @@ import Testing
              expected: "uplink.client_key_file: client_cert_file and client_key_file go together"),
         Case(name: "bad proxy", toml: base + "\n[uplink]\nurl = \"https://x/events\"\nproxy = \"proxy:3128\"\n",
              expected: "uplink.proxy: must start with http://"),
+        Case(name: "heartbeat too often", toml: base + "\n[uplink]\nurl = \"https://x/events\"\nheartbeat_interval_s = 30\n",
+             expected: "uplink.heartbeat_interval_s: must be 0 (no heartbeats) or 60 to 86400 seconds; found 30"),
+        Case(name: "heartbeat negative", toml: base + "\n[uplink]\nurl = \"https://x/events\"\nheartbeat_interval_s = -1\n",
+             expected: "uplink.heartbeat_interval_s: -1 is out of range; use a value from 0 to 86400"),
         Case(name: "ook without source", toml: "gateway_id = \"gw\"\n[radio.ook]\nchip = \"pinctrl-bcm2711\"\nline = 27\n",
              expected: "radio.ook.source: is required"),
         Case(name: "ook unknown source", toml: "gateway_id = \"gw\"\n[radio.ook]\nsource = \"sdr\"\n",

@@ -23,6 +23,8 @@ extension AgentStatusReport {
                          ("last_success", time(u.lastSuccessWallMicros)), ("last_error", text(u.lastError)),
                          ("last_error_at", time(u.lastErrorWallMicros)), ("endpoint_gone", .bool(u.endpointGone)),
                          ("failures_by_reason", counts(u.failuresByReason)),
+                         ("last_2xx", time(u.last2xxWallMicros)), ("cloud_reached_since_start", .bool(u.cloudReachedSinceStart)),
+                         ("heartbeats", .object([("accepted", num(u.heartbeatsAccepted)), ("failed", num(u.heartbeatsFailed))])),
                          ("press_to_delivered", .object([("count", num(Int64(u.deliveredLatency.count))), ("sum_s", .number(u.deliveredLatency.sum)),
                                                          ("buckets", .array(u.deliveredLatency.counts.map { num(Int64($0)) }))]))])
             } ?? .null),
@@ -79,6 +81,10 @@ extension AgentStatusReport {
             up.lastErrorWallMicros = micros(u["last_error_at"])
             up.endpointGone = u["endpoint_gone"]?.boolValue ?? false
             up.failuresByReason = readCounts(u["failures_by_reason"])
+            up.last2xxWallMicros = micros(u["last_2xx"])
+            up.cloudReachedSinceStart = u["cloud_reached_since_start"]?.boolValue ?? false
+            up.heartbeatsAccepted = u["heartbeats"]?["accepted"]?.intValue ?? 0
+            up.heartbeatsFailed = u["heartbeats"]?["failed"]?.intValue ?? 0
             let h = u["press_to_delivered"]
             if let buckets = h?["buckets"]?.arrayValues, buckets.count == LatencyHistogram.bounds.count + 1 {
                 up.deliveredLatency.counts = buckets.map { Int($0.intValue ?? 0) }

@@ -167,6 +167,13 @@ public struct AgentStatusReport: Sendable, Equatable {
         public var failuresByReason: [Count] = []
         /// Press → receiver's 2xx.
         public var deliveredLatency = LatencyHistogram()
+        /// The last 2xx from the cloud, to an event or a heartbeat.
+        public var last2xxWallMicros: Int64?
+        /// The cloud answered 2xx (event or heartbeat) since the uplink started: what a slot on
+        /// trial needs (scripts/image/.../slot-check).
+        public var cloudReachedSinceStart = false
+        public var heartbeatsAccepted: Int64 = 0
+        public var heartbeatsFailed: Int64 = 0
         public init(url: String) { self.url = url }
     }
 
@@ -234,7 +241,7 @@ public struct AgentStatusReport: Sendable, Equatable {
         if let u = uplink {
             if u.endpointGone {
                 out.append("uplink: the receiver answered 410 Gone for \(u.url): delivery is stopped, events are kept; fix uplink.url and reload")
-            } else if let err = u.lastErrorWallMicros, err > (u.lastSuccessWallMicros ?? 0) {
+            } else if let err = u.lastErrorWallMicros, err > max(u.lastSuccessWallMicros ?? 0, u.last2xxWallMicros ?? 0) {
                 out.append("uplink: \(u.lastError ?? "")")
             }
         }

@@ -45,6 +45,8 @@ public enum StatusTable {
         if let u = s.uplink {
             rows.append(("uplink", "\(u.url): \(u.delivered) delivered, \(u.failedAttempts) failed attempts"))
             rows.append(("  last success", time(u.lastSuccessWallMicros)))
+            rows.append(("  cloud", (u.cloudReachedSinceStart ? "answered since start" : "NOT answered since start")
+                         + ", last 2xx \(time(u.last2xxWallMicros)), heartbeats \(u.heartbeatsAccepted) accepted, \(u.heartbeatsFailed) failed"))
             if let e = u.lastError { rows.append(("  last error", "\(time(u.lastErrorWallMicros)) \(e)")) }
         } else {
             rows.append(("uplink", "not configured"))

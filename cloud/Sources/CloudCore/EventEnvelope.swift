@@ -33,21 +33,7 @@ public struct EventEnvelope: Sendable, Equatable {
 
     /// Decodes and validates a body. Throws `Rejection.invalidBody` with the field at fault.
     public static func parse(_ body: [UInt8]) throws(Rejection) -> EventEnvelope {
-        // Before decoding: a key given twice would be read one way here and maybe the other way
-        // by whoever reads the stored body.
-        do {
-            try StrictJSON.check(body)
-        } catch {
-            throw .invalidBody(error.description)
-        }
-        let wire: Wire
-        do {
-            wire = try JSONDecoder().decode(Wire.self, from: Data(body))
-        } catch let error as DecodingError {
-            throw .invalidBody(describe(error))
-        } catch {
-            throw .invalidBody("not valid JSON")
-        }
+        let wire = try decodeStrictly(Wire.self, body)
         for (name, value) in [("id", wire.id), ("type", wire.type), ("gateway_id", wire.gateway_id),
                               ("occurred_at", wire.occurred_at)] where value.isEmpty {
             throw .invalidBody("field '\(name)' is empty")
@@ -77,6 +63,24 @@ public struct EventEnvelope: Sendable, Equatable {
         let occurred_at: String
         let device: Device?
         let test: Bool?
+    }
+
+    /// A gateway's JSON body, checked strictly first (a key given twice would be read one way
+    /// here and maybe the other way by whoever reads the stored body), then decoded; the
+    /// `Rejection.invalidBody` names the field at fault.
+    static func decodeStrictly<T: Decodable>(_ type: T.Type, _ body: [UInt8]) throws(Rejection) -> T {
+        do {
+            try StrictJSON.check(body)
+        } catch {
+            throw .invalidBody(error.description)
+        }
+        do {
+            return try JSONDecoder().decode(T.self, from: Data(body))
+        } catch let error as DecodingError {
+            throw .invalidBody(describe(error))
+        } catch {
+            throw .invalidBody("not valid JSON")
+        }
     }
 
     private static func describe(_ error: DecodingError) -> String {

@@ -18,7 +18,8 @@ public enum Rejection: Error, Equatable, Sendable {
     case idMismatch(bodyID: String, headerID: String)
     /// The `doorbell-gateway-id` header differs from the body's `gateway_id`.
     case gatewayMismatch(bodyGatewayID: String, headerGatewayID: String)
-    /// No keys are held for the gateway: it was never enrolled (or no gateway id was sent).
+    /// A heartbeat id the receiver took before: a recorded request sent again.
+    case replayed(id: String)
 
     /// Whether the sender failed to prove who it is (HTTP 401) or sent a malformed event (HTTP 400).
     public enum Category: Sendable {
@@ -28,7 +29,7 @@ public enum Rejection: Error, Equatable, Sendable {
 
     public var category: Category {
         switch self {
-        case .missingHeader, .invalidTimestamp, .timestampOutOfTolerance, .noValidSignature:
+        case .missingHeader, .invalidTimestamp, .timestampOutOfTolerance, .noValidSignature, .replayed:
             return .authentication
         case .invalidBody, .idMismatch, .gatewayMismatch:
             return .validation
@@ -44,6 +45,7 @@ public enum Rejection: Error, Equatable, Sendable {
         case .invalidBody: return "invalid_body"
         case .idMismatch: return "id_mismatch"
         case .gatewayMismatch: return "gateway_mismatch"
+        case .replayed: return "replayed"
         }
     }
 
@@ -69,6 +71,8 @@ public enum Rejection: Error, Equatable, Sendable {
             return "body id '\(bodyID.prefix(80))' does not equal webhook-id '\(headerID.prefix(80))'"
         case .gatewayMismatch(let bodyGatewayID, let headerGatewayID):
             return "body gateway_id '\(bodyGatewayID.prefix(80))' does not equal doorbell-gateway-id '\(headerGatewayID.prefix(80))'"
+        case .replayed(let id):
+            return "heartbeat id '\(id.prefix(80))' was received before; send every heartbeat with a new webhook-id"
         }
     }
 }

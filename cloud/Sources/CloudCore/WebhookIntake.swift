@@ -40,26 +40,50 @@ public struct WebhookIntake: Sendable {
 
     /// - Parameter now: the receiver's clock, Unix seconds.
     public func verify(_ request: WebhookRequest, now: Int64) throws(Rejection) -> VerifiedEvent {
+        let (id, _, verified) = try authenticate(request, now: now)
+        let envelope = try EventEnvelope.parse(request.body)
+        guard envelope.id == id else { throw .idMismatch(bodyID: envelope.id, headerID: id) }
+        try Self.sameGateway(request, body: envelope.gatewayID)
+        guard let bodyText = String(validating: request.body, as: UTF8.self) else {
+            throw .invalidBody("not valid UTF-8")
+        }
+        return VerifiedEvent(envelope: envelope, verified: verified, bodyText: bodyText)
+    }
+
+    /// A heartbeat (`POST /heartbeat`) passes the same checks as an event, and its `sent_at`
+    /// must be the signed `webhook-timestamp`. Replays within the tolerance are the store's to
+    /// refuse (it remembers the ids it took).
+    public func verifyHeartbeat(_ request: WebhookRequest, now: Int64) throws(Rejection) -> GatewayHeartbeat {
+        let (id, timestamp, _) = try authenticate(request, now: now)
+        let heartbeat = try GatewayHeartbeat.parse(request.body)
+        guard heartbeat.id == id else { throw .idMismatch(bodyID: heartbeat.id, headerID: id) }
+        try Self.sameGateway(request, body: heartbeat.gatewayID)
+        guard heartbeat.sentAt == timestamp else {
+            throw .invalidBody("field 'sent_at' (\(heartbeat.sentAt)) must equal webhook-timestamp (\(timestamp))")
+        }
+        return heartbeat
+    }
+
+    /// Headers present, timestamp within tolerance, a signature verifies: the sender holds the
+    /// gateway's key now. Returns the id, the timestamp and the versions that verified.
+    private func authenticate(_ request: WebhookRequest, now: Int64) throws(Rejection) -> (String, Int64, [SignatureVersion]) {
         let id = try Self.required(request.webhookID, "webhook-id")
         let timestamp = try Self.required(request.webhookTimestamp, "webhook-timestamp")
         let signature = try Self.required(request.webhookSignature, "webhook-signature")
-        _ = try tolerance.check(timestamp, now: now)
+        let seconds = try tolerance.check(timestamp, now: now)
 
         let verified = verifier.verifiedVersions(
             id: id, timestamp: timestamp, body: request.body, signatureHeader: signature)
         guard !verified.isEmpty else {
             throw .noValidSignature(versions: SignatureHeader.parse(signature).map(\.version))
         }
+        return (id, seconds, verified)
+    }
 
-        let envelope = try EventEnvelope.parse(request.body)
-        guard envelope.id == id else { throw .idMismatch(bodyID: envelope.id, headerID: id) }
-        if let headerGateway = request.gatewayID, !headerGateway.isEmpty, headerGateway != envelope.gatewayID {
-            throw .gatewayMismatch(bodyGatewayID: envelope.gatewayID, headerGatewayID: headerGateway)
+    private static func sameGateway(_ request: WebhookRequest, body gatewayID: String) throws(Rejection) {
+        if let headerGateway = request.gatewayID, !headerGateway.isEmpty, headerGateway != gatewayID {
+            throw .gatewayMismatch(bodyGatewayID: gatewayID, headerGatewayID: headerGateway)
         }
-        guard let bodyText = String(validating: request.body, as: UTF8.self) else {
-            throw .invalidBody("not valid UTF-8")
-        }
-        return VerifiedEvent(envelope: envelope, verified: verified, bodyText: bodyText)
     }
 
     private static func required(_ value: String?, _ name: String) throws(Rejection) -> String {

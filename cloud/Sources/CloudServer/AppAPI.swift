@@ -51,6 +51,16 @@ public struct AppAPI: Sendable {
         router.post("gateways") { request, context in await authenticated(request) { account in
             try await enrollGateway(request, context, account)
         } }
+        router.get("gateways") { request, _ in await authenticated(request) { account in
+            // With each gateway's last heartbeat: is it alive, which version, which slot.
+            let gateways = try await store.gateways(accountID: account.id)
+            return .json(.ok, ["gateways": .array(gateways.map { g in .object([
+                ("id", .string(g.id)), ("enrolled_at_ms", .int(g.enrolledAtMilliseconds)),
+                ("last_seen_ms", g.lastSeenMilliseconds.map { .int($0) } ?? .null),
+                ("agent_version", g.agentVersion.map { .string($0) } ?? .null),
+                ("boot_slot", g.bootSlot.map { .string($0) } ?? .null),
+            ]) })])
+        } }
         router.post("enrolment-tokens") { request, context in await authenticated(request) { account in
             try await createEnrolmentToken(request, context, account)
         } }

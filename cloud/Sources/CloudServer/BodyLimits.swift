@@ -7,6 +7,8 @@ import NIOCore
 public enum BodyLimits {
     /// `POST /events`: an event with its data.
     public static let events = 256 * 1024
+    /// `POST /heartbeat`: a few short fields.
+    public static let heartbeat = 4 * 1024
     /// The app API: accounts, names, messages.
     public static let api = 64 * 1024
     /// Above this a declared content-length is refused before routing (`ConnectionGuard`).

@@ -29,7 +29,7 @@ public struct ServerSettings: Sendable {
     }
 }
 
-/// The routes: `GET /healthz`, `POST /events` (gateways) and the app API (see `AppAPI`).
+/// The routes: `GET /healthz`, `POST /events` and `POST /heartbeat` (gateways) and the app API (see `AppAPI`).
 public func makeRouter(events: EventsEndpoint, api: AppAPI? = nil) -> Router<BasicRequestContext> {
     let router = Router()
     router.get("healthz") { _, _ in
@@ -47,6 +47,9 @@ public func makeRouter(events: EventsEndpoint, api: AppAPI? = nil) -> Router<Bas
     }
     router.post("events") { request, context in
         try await events.receive(request, context: context)
+    }
+    router.post("heartbeat") { request, context in
+        try await events.heartbeat(request, context: context)
     }
     api?.register(on: router)
     return router

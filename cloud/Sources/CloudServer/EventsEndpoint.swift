@@ -57,33 +57,19 @@ public struct EventsEndpoint: Sendable {
                           reason: "failing delivery \(attempt) of the first \(failFirst.total) on purpose (--fail-first)")
         }
 
-        let body: ByteBuffer
-        do {
-            body = try await BodyLimits.collect(request, limit: Self.maxBodyBytes)
-        } catch is BodyTooLarge {
-            return BodyLimits.tooLarge(limit: Self.maxBodyBytes)
+        let webhook: WebhookRequest
+        switch await Self.read(request, limit: Self.maxBodyBytes) {
+        case .success(let read): webhook = read
+        case .failure(let tooLarge): return BodyLimits.tooLarge(limit: tooLarge.limit)
         }
-        let headers = request.headers
-        let webhook = WebhookRequest(
-            webhookID: headers.values(named: "webhook-id").first,
-            webhookTimestamp: headers.values(named: "webhook-timestamp").first,
-            // Several signature fields are one list, like several entries in one field.
-            webhookSignature: headers.values(named: "webhook-signature").joined(separator: " "),
-            gatewayID: headers.values(named: "doorbell-gateway-id").first,
-            body: Array(buffer: body))
-
         let receivedAt = clock.millisecondsSinceEpoch()
         let event: VerifiedEvent
         do {
-            let keys = try await keys(for: webhook, logger: context.logger)
+            let claimed = (try? EventEnvelope.parse(webhook.body))?.gatewayID
+            let keys = try await keys(for: webhook, bodyGateway: claimed, logger: context.logger)
             event = try WebhookIntake(keys: keys, tolerance: tolerance).verify(webhook, now: receivedAt / 1000)
-        } catch let error as Rejection {
-            output.rejected(error, webhookID: webhook.webhookID)
-            let status: HTTPResponse.Status = error.category == .authentication ? .unauthorized : .badRequest
-            return .error(status, code: error.code, reason: error.message)
         } catch {
-            context.logger.error("could not read gateway keys", metadata: ["error": "\(error)"])
-            return .error(.internalServerError, code: "storage_failed", reason: "the gateway's keys could not be read; retry later")
+            return refusal(error, webhook: webhook, logger: context.logger)
         }
 
         let stored = StoredEvent(event, receivedAtMilliseconds: receivedAt)
@@ -126,12 +112,67 @@ public struct EventsEndpoint: Sendable {
         }
     }
 
+    /// `POST /heartbeat`: verified exactly like an event (same keys, headers, tolerance and
+    /// answers), then the gateway's last-seen time and version are recorded; 204, no push.
+    func heartbeat(_ request: Request, context: some RequestContext) async throws -> Response {
+        let webhook: WebhookRequest
+        switch await Self.read(request, limit: BodyLimits.heartbeat) {
+        case .success(let read): webhook = read
+        case .failure(let tooLarge): return BodyLimits.tooLarge(limit: tooLarge.limit)
+        }
+        let receivedAt = clock.millisecondsSinceEpoch()
+        let heartbeat: GatewayHeartbeat
+        do {
+            let claimed = (try? GatewayHeartbeat.parse(webhook.body))?.gatewayID
+            let keys = try await keys(for: webhook, bodyGateway: claimed, logger: context.logger)
+            heartbeat = try WebhookIntake(keys: keys, tolerance: tolerance).verifyHeartbeat(webhook, now: receivedAt / 1000)
+            // Ids are kept twice the tolerance: a replay older than that fails the timestamp check.
+            let forget = receivedAt - 2 * tolerance.seconds * 1000
+            guard try await store.recordHeartbeat(heartbeat, now: receivedAt, forgetBefore: forget) else {
+                throw Rejection.replayed(id: heartbeat.id)
+            }
+        } catch {
+            return refusal(error, webhook: webhook, logger: context.logger)
+        }
+        output.heartbeat(heartbeat)
+        return Response(status: .noContent)
+    }
+
+    /// The headers and the body (up to `limit` bytes) of a gateway's signed request.
+    private static func read(_ request: Request, limit: Int) async -> Result<WebhookRequest, BodyTooLarge> {
+        let body: ByteBuffer
+        do {
+            body = try await BodyLimits.collect(request, limit: limit)
+        } catch {
+            return .failure(BodyTooLarge(limit: limit))
+        }
+        let headers = request.headers
+        return .success(WebhookRequest(
+            webhookID: headers.values(named: "webhook-id").first,
+            webhookTimestamp: headers.values(named: "webhook-timestamp").first,
+            // Several signature fields are one list, like several entries in one field.
+            webhookSignature: headers.values(named: "webhook-signature").joined(separator: " "),
+            gatewayID: headers.values(named: "doorbell-gateway-id").first,
+            body: Array(buffer: body)))
+    }
+
+    /// The answer to a request that failed a check (401/400, as `Rejection.category` says) or
+    /// whose gateway could not be read (500).
+    private func refusal(_ error: any Error, webhook: WebhookRequest, logger: Logger) -> Response {
+        if let error = error as? Rejection {
+            output.rejected(error, webhookID: webhook.webhookID)
+            let status: HTTPResponse.Status = error.category == .authentication ? .unauthorized : .badRequest
+            return .error(status, code: error.code, reason: error.message)
+        }
+        logger.error("could not read or write the gateway's state", metadata: ["error": "\(error)"])
+        return .error(.internalServerError, code: "storage_failed", reason: "the gateway's keys or state could not be read; retry later")
+    }
+
     /// The keys to verify with: the enrolled gateway's, else the fallback keys, else keys nobody
     /// holds, so an unknown gateway fails the signature check like a wrong key (its id cannot be
     /// probed). The gateway id comes from `doorbell-gateway-id`, or from the (not yet verified) body.
-    private func keys(for webhook: WebhookRequest, logger: Logger) async throws -> GatewayKeys {
-        let claimed = webhook.gatewayID.flatMap { $0.isEmpty ? nil : $0 }
-            ?? (try? EventEnvelope.parse(webhook.body))?.gatewayID
+    private func keys(for webhook: WebhookRequest, bodyGateway: String?, logger: Logger) async throws -> GatewayKeys {
+        let claimed = webhook.gatewayID.flatMap { $0.isEmpty ? nil : $0 } ?? bodyGateway
         if let claimed {
             if let gateway = try await store.gateway(id: claimed) {
                 do {

@@ -8,6 +8,7 @@ import Synchronization
 ///     LISTENING https://<host>:<port>
 ///     EVENT <compact JSON>                       an event was accepted and stored
 ///     DUPLICATE <id>                             an already stored event arrived again
+///     HEARTBEAT <gateway> <version> <slot|->     a gateway's heartbeat was accepted and recorded
 ///     REJECTED <code> id=<webhook-id|-> <reason> a delivery was refused (401/400)
 ///     UNAVAILABLE <n>/<N>                        --fail-first answered 503
 ///     PUSH <event-id> <token…> <state> <status|-> <reason|->[ pruned]  one APNs attempt recorded
@@ -36,6 +37,10 @@ public struct OutputLines: Sendable {
 
     public func accepted(_ event: VerifiedEvent) {
         emit("EVENT " + EventLine.json(event.envelope, verified: event.verified))
+    }
+
+    public func heartbeat(_ heartbeat: GatewayHeartbeat) {
+        emit("HEARTBEAT \(Self.token(heartbeat.gatewayID)) \(Self.token(heartbeat.agentVersion)) \(heartbeat.bootSlot.map(Self.token) ?? "-")")
     }
 
     public func duplicate(id: String) {

@@ -10,7 +10,10 @@ enum CloudSchema {
     ///    (`BeaconRegion.key`: iBeacon or Eddystone-UID) instead of uuid/major/minor columns.
     /// 5: `enrolment_tokens` (one-time tokens a gateway enrols itself with, kept as SHA-256) and
     ///    `provisioning_reports` (problems a gateway reported with one); new tables only.
-    static let version: Int64 = 5
+    /// 6: `gateway_heartbeats` (each gateway's last heartbeat: when, its agent version and boot
+    ///    slot) and `heartbeat_ids` (the ids taken within the timestamp tolerance, the replay
+    ///    guard); new tables only.
+    static let version: Int64 = 6
 
     static let beaconMessagesTable = """
         CREATE TABLE IF NOT EXISTS beacon_messages (
@@ -155,6 +158,19 @@ enum CloudSchema {
             reported_at_ms BIGINT NOT NULL
         );
         CREATE INDEX IF NOT EXISTS provisioning_reports_by_account ON provisioning_reports (account_id, reported_at_ms);
+
+        CREATE TABLE IF NOT EXISTS gateway_heartbeats (
+            gateway_id    TEXT PRIMARY KEY NOT NULL,
+            last_seen_ms  BIGINT NOT NULL,
+            agent_version TEXT NOT NULL,
+            boot_slot     TEXT
+        );
+
+        CREATE TABLE IF NOT EXISTS heartbeat_ids (
+            id             TEXT PRIMARY KEY NOT NULL,
+            received_at_ms BIGINT NOT NULL
+        );
+        CREATE INDEX IF NOT EXISTS heartbeat_ids_by_time ON heartbeat_ids (received_at_ms);
 
         CREATE TABLE IF NOT EXISTS schema_version (
             id      BIGINT PRIMARY KEY NOT NULL DEFAULT 1 CHECK (id = 1),

@@ -72,6 +72,7 @@ extension CloudStore {
             ("DELETE FROM deliveries WHERE event_id IN (SELECT id FROM events WHERE gateway_id = $1)", "pushes of its events"),
             ("DELETE FROM events WHERE gateway_id = $1", "events"),
             ("DELETE FROM phone_links WHERE gateway_id = $1", "phone links"),
+            ("DELETE FROM gateway_heartbeats WHERE gateway_id = $1", "last heartbeat"),
             ("DELETE FROM gateways WHERE id = $1", "gateway"),
         ] {
             try await db.query(sql, gateway, operation: "remove the gateway's \(what)")

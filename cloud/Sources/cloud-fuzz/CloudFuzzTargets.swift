@@ -15,6 +15,8 @@ enum CloudFuzzTarget: String, CaseIterable {
     case envelope
     /// The Standard Webhooks headers and body through every check of `POST /events`.
     case webhook
+    /// The same headers and a heartbeat body through every check of `POST /heartbeat`.
+    case heartbeat
     /// An APNs answer: 2 bytes of status, the rest the body.
     case apns
     /// A doorbell name (free text the owner types) into the push payload.
@@ -33,7 +35,7 @@ enum CloudFuzzTarget: String, CaseIterable {
             if let envelope = try? EventEnvelope.parse(bytes) {
                 precondition(!envelope.id.isEmpty && envelope.sequence >= 1, "accepted an envelope without id or sequence")
             }
-        case .webhook:
+        case .webhook, .heartbeat:
             // Lines: webhook-id, webhook-timestamp, webhook-signature, gateway id; the rest is the body.
             let parts = bytes.split(separator: UInt8(ascii: "\n"), maxSplits: 4, omittingEmptySubsequences: false)
             func text(_ index: Int) -> String? {
@@ -43,7 +45,12 @@ enum CloudFuzzTarget: String, CaseIterable {
             let request = WebhookRequest(
                 webhookID: text(0), webhookTimestamp: text(1), webhookSignature: text(2), gatewayID: text(3),
                 body: parts.count > 4 ? Array(parts[4]) : [])
-            if let verified = try? WebhookIntake(keys: keys).verify(request, now: 1_800_000_000) {
+            if self == .heartbeat {
+                if let heartbeat = try? WebhookIntake(keys: keys).verifyHeartbeat(request, now: 1_800_000_000) {
+                    precondition(heartbeat.id == request.webhookID && String(heartbeat.sentAt) == request.webhookTimestamp,
+                                 "verified a heartbeat whose id or sent_at is not the signed one")
+                }
+            } else if let verified = try? WebhookIntake(keys: keys).verify(request, now: 1_800_000_000) {
                 precondition(verified.envelope.id == request.webhookID, "verified an event whose id is not webhook-id")
             }
         case .apns:

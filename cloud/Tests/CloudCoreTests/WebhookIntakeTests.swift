@@ -62,4 +62,39 @@ import Testing
             try intake.verify(request(gateway: "gw-2"), now: now)
         }
     }
+
+    func heartbeat(id: String = "hb-1", sentAt: Int64 = 1_700_000_000, type: String = "gateway.heartbeat",
+                   version: String = "0.1.0", slot: String = #""A""#) -> [UInt8] {
+        Array(#"{"id":"\#(id)","type":"\#(type)","gateway_id":"gw-1","agent_version":"\#(version)","boot_slot":\#(slot),"sent_at":\#(sentAt)}"#.utf8)
+    }
+
+    /// A heartbeat passes the event's checks (headers, tolerance, signature, id and gateway) and
+    /// its own: the type, short printable texts, `sent_at` equal to the signed timestamp.
+    @Test func aHeartbeatIsVerifiedLikeAnEvent() throws {
+        let good = try intake.verifyHeartbeat(request(id: "hb-1", body: heartbeat(), signedID: "hb-1", gateway: "gw-1"), now: now)
+        #expect(good == GatewayHeartbeat(id: "hb-1", gatewayID: "gw-1", agentVersion: "0.1.0", bootSlot: "A", sentAt: now))
+        #expect(try intake.verifyHeartbeat(request(id: "hb-1", body: heartbeat(slot: "null"), signedID: "hb-1"), now: now).bootSlot == nil)
+        #expect(throws: Rejection.timestampOutOfTolerance(timestamp: now, now: now + 301, toleranceSeconds: 300)) {
+            try intake.verifyHeartbeat(request(id: "hb-1", body: heartbeat(), signedID: "hb-1"), now: now + 301)
+        }
+        var forged = request(id: "hb-1", body: heartbeat(), signedID: "hb-1")
+        forged.webhookSignature = "v1,AAAA"
+        #expect(throws: Rejection.noValidSignature(versions: ["v1"])) { try intake.verifyHeartbeat(forged, now: now) }
+        #expect(throws: Rejection.idMismatch(bodyID: "hb-1", headerID: "hb-2")) {
+            try intake.verifyHeartbeat(request(id: "hb-2", body: heartbeat(), signedID: "hb-2"), now: now)
+        }
+        #expect(throws: Rejection.gatewayMismatch(bodyGatewayID: "gw-1", headerGatewayID: "gw-2")) {
+            try intake.verifyHeartbeat(request(id: "hb-1", body: heartbeat(), signedID: "hb-1", gateway: "gw-2"), now: now)
+        }
+        for (body, words) in [(heartbeat(sentAt: now - 1), "sent_at"), (heartbeat(type: "doorbell.pressed"), "type"),
+                              (heartbeat(version: "1\\u0000"), "control"), (heartbeat(version: String(repeating: "9", count: 65)), "agent_version"),
+                              (body(id: "hb-1"), "missing field")] {
+            do {
+                _ = try intake.verifyHeartbeat(request(id: "hb-1", body: body, signedID: "hb-1"), now: now)
+                Issue.record("accepted \(String(decoding: body, as: UTF8.self))")
+            } catch {
+                #expect(error.code == "invalid_body" && error.message.contains(words), "\(error)")
+            }
+        }
+    }
 }

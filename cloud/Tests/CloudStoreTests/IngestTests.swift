@@ -153,6 +153,30 @@ import Testing
         #expect(try await reopened.deliveries(eventID: "e1").first?.receipt == "none")
     }
 
+    /// A schema 5 database (before heartbeats) is upgraded in place; then a heartbeat is
+    /// recorded once per id (a replay changes nothing) and its owner sees it, ids are forgotten
+    /// after `forgetBefore`, and removing the gateway removes its last heartbeat.
+    @Test func aVersionFiveDatabaseRecordsHeartbeatsOncePerID() async throws {
+        let path = directory.appendingPathComponent("cloud.sqlite").path
+        let raw = try SQLiteConnection(path: path)
+        try await raw.execute(script: "DROP TABLE gateway_heartbeats; DROP TABLE heartbeat_ids; UPDATE schema_version SET version = 5;",
+                              operation: "downgrade to schema 5")
+        let reopened = try await CloudStore(url: path)
+        #expect(try await raw.query("SELECT version FROM schema_version", [], operation: "v").rows.first?.integer(0) == CloudSchema.version)
+        #expect(try await reopened.gateways(accountID: owner.id).map(\.lastSeenMilliseconds) == [nil])
+        let beat = GatewayHeartbeat(id: "hb-1", gatewayID: "gw-1", agentVersion: "1.0", bootSlot: "A", sentAt: 2)
+        #expect(try await reopened.recordHeartbeat(beat, now: 2_000, forgetBefore: 0))
+        #expect(try await reopened.recordHeartbeat(beat, now: 3_000, forgetBefore: 0) == false, "a replay")
+        #expect(try await reopened.gateways(accountID: owner.id)
+                == [GatewaySummary(id: "gw-1", enrolledAtMilliseconds: 1, lastSeenMilliseconds: 2_000, agentVersion: "1.0", bootSlot: "A")])
+        let next = GatewayHeartbeat(id: "hb-2", gatewayID: "gw-1", agentVersion: "1.1", bootSlot: nil, sentAt: 4)
+        #expect(try await reopened.recordHeartbeat(next, now: 4_000, forgetBefore: 2_500), "hb-1's id is forgotten")
+        #expect(try await raw.query("SELECT id FROM heartbeat_ids", [], operation: "ids").rows.map { $0.text(0) } == ["hb-2"])
+        #expect(try await reopened.gateways(accountID: owner.id).first?.agentVersion == "1.1")
+        try await reopened.removeGateway(id: "gw-1", accountID: owner.id)
+        #expect(try await raw.query("SELECT COUNT(*) FROM gateway_heartbeats", [], operation: "n").rows.first?.integer(0) == 0)
+    }
+
     func receipt(_ id: String, _ type: String, gateway: String = "gw-1", data: String) async throws -> CloudStore.IngestResult {
         let envelope = EventEnvelope(id: id, sequence: 2, type: type, gatewayID: gateway, deviceID: "front",
                                      occurredAt: "2026-11-23T18:00:05Z", deviceName: "Front", isTest: false)

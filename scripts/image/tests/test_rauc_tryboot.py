@@ -131,5 +131,58 @@ class TrybootBackend(unittest.TestCase):
                 shutil.rmtree(b.dir)
 
 
+SLOT_CHECK = os.path.join(HERE, "..", "overlay", "usr", "libexec", "doorbell-image", "slot-check")
+
+
+class SlotCheck(unittest.TestCase):
+    """slot-check's rule with stand-ins for agentctl, rauc, systemctl and sleep on PATH (the
+    backend says slot B is booted, config.txt names A: B is on trial)."""
+
+    def run_check(self, status, agentctl_rc=0):
+        d = tempfile.mkdtemp(prefix="slot-check-")
+        self.addCleanup(shutil.rmtree, d)
+        os.makedirs(os.path.join(d, "bin"))
+        with open(os.path.join(d, "config.txt"), "w") as f:
+            f.write(CONFIG)
+        with open(os.path.join(d, "status.json"), "w") as f:
+            f.write(status)
+        calls = os.path.join(d, "calls")
+        stubs = {
+            "backend": "echo B",
+            "agentctl": f'[ "$1 $2" = "status --json" ] && cat {d}/status.json; exit {agentctl_rc}',
+            "rauc": f'echo "rauc $*" >> {calls}',
+            "systemctl": f'echo "systemctl $*" >> {calls}',
+            "sleep": "exit 0",
+        }
+        for name, body in stubs.items():
+            path = os.path.join(d, "bin", name)
+            with open(path, "w") as f:
+                f.write("#!/bin/sh\n" + body + "\n")
+            os.chmod(path, 0o755)
+        env = dict(os.environ, PATH=os.path.join(d, "bin") + ":" + os.environ["PATH"], DOORBELL_FIRMWARE_DIR=d,
+                   DOORBELL_TRYBOOT_BACKEND=os.path.join(d, "bin", "backend"), DOORBELL_SLOT_HEALTH_SECONDS="10")
+        done = subprocess.run(["bash", SLOT_CHECK], env=env, capture_output=True, text=True, timeout=60)
+        with open(calls) if os.path.exists(calls) else open(os.devnull) as f:
+            return done, f.read().splitlines()
+
+    def test_a_quiet_house_is_marked_good_on_a_heartbeat(self):
+        """Nothing delivered (an empty outbox after a night-time update), agent degraded (exit 1,
+        a radio missing), but the cloud answered its heartbeat: good. The old rule (delivered >= 1)
+        fell back here."""
+        status = '{"outbox": {"storage": "ok", "depth": 0}, "uplink": {"delivered": 0, "cloud_reached_since_start": true}}'
+        done, calls = self.run_check(status, agentctl_rc=1)
+        self.assertEqual(calls, ["rauc status mark-good booted"], done.stdout + done.stderr)
+        self.assertEqual(done.returncode, 0)
+
+    def test_no_answer_from_the_cloud_falls_back(self):
+        for status in ('{"outbox": {"storage": "ok"}, "uplink": {"delivered": 0, "cloud_reached_since_start": false}}',
+                       '{"outbox": {"storage": "full"}, "uplink": {"cloud_reached_since_start": true}}',
+                       '{"outbox": {"storage": "ok"}, "uplink": null}'):
+            with self.subTest(status=status):
+                done, calls = self.run_check(status)
+                self.assertEqual(calls, ["rauc status mark-bad booted", "systemctl reboot"], done.stdout + done.stderr)
+                self.assertIn("did not answer", done.stderr)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
