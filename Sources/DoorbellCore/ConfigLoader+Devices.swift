@@ -179,7 +179,7 @@ extension ConfigLoader {
         if let v = t.int("park_after_failures", in: 3...1_000) { u.parkAfterFailures = v }
         if let v = t.int("heartbeat_interval_s", in: 0...86_400) {
             if (1..<60).contains(v) {
-                t.report("heartbeat_interval_s", "must be 0 (no heartbeats) or 60 to 86400 seconds; found \(v) (the default, 900, is a heartbeat every 15 minutes)")
+                t.report("heartbeat_interval_s", "must be 0 (no heartbeats) or 60 to 86400 seconds; found \(v) (900 is a heartbeat every 15 minutes, as the field images set it)")
             }
             u.heartbeatIntervalSeconds = v
         }

@@ -207,7 +207,7 @@ public struct UplinkSettings: Sendable, Equatable {
     public var maxInFlight: Int = 8
     /// A signed heartbeat to `<url's directory>/heartbeat` at start-up and this often
     /// (HeartbeatSchedule); 0 = none.
-    public var heartbeatIntervalSeconds: Int = 900
+    public var heartbeatIntervalSeconds: Int = 0
 
     public init(url: String, caFile: String? = nil, hmacSecretFile: String? = nil, signEd25519: Bool = true,
                 connectTimeoutMs: Int = 5_000, requestTimeoutMs: Int = 15_000,

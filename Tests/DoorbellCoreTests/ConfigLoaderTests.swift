@@ -45,7 +45,7 @@ import Testing
         #expect(c.devices[1].name == "back-door")
         #expect(c.uplink?.hmacSecretFile == "/etc/doorbell-agent/gateway.whsec")
         #expect(c.uplink?.signEd25519 == true)
-        #expect(c.uplink?.heartbeatIntervalSeconds == 900, "a heartbeat every 15 minutes unless said otherwise")
+        #expect(c.uplink?.heartbeatIntervalSeconds == 0, "no heartbeats unless asked for: a generic webhook receiver has no heartbeat path")
     }
 
     struct Case: Sendable, CustomStringConvertible {

@@ -25,6 +25,7 @@ final class HeartbeatIntegrationTests: XCTestCase {
         let cloud = try XCTUnwrap(cloud)
         let config = agentConfig(stateDir: stateDir, socket: socket, radio: "[radio.rtl433]\nbinary = \"\(try quietRadio(dir))\"",
                                  devices: [("front-door", "{ code = 1 }")], url: cloud.url, caFile: cloud.caFile, secretFile: secretFile)
+            .replacingOccurrences(of: "[uplink]\n", with: "[uplink]\nheartbeat_interval_s = 60\n")
         agent = try startAgent(dir, config: try dir.write("agent.toml", config), socket: socket)
     }
 
