@@ -763,7 +763,7 @@ class FieldImage(unittest.TestCase):
 
     def test_9d_broken_update_falls_back(self):
         """A bundle whose agent exits 1 (signed with the same key): installed into slot A, booted
-        once by tryboot; the agent never delivers, so doorbell-slot-check marks A bad and reboots
+        once by tryboot; the agent never runs, so the cloud never answers it and doorbell-slot-check marks A bad and reboots
         on its own; the firmware's ordinary boot loads config.txt's slot B, where the agent works,
         and `rauc status` says A is bad and B booted and primary."""
         self.assertEqual(self.root_partition(), "3")
@@ -773,7 +773,7 @@ class FieldImage(unittest.TestCase):
         self.sync_clock()
         # slot-check's bound is 300 s after the agent's start; then mark-bad and a reboot.
         self.assertFalse(self.g.wait_reset(900), "the broken slot asked for a tryboot again")
-        self.assertRegex(self.g.console(), r"slot-check: the agent of slot A did not deliver")
+        self.assertRegex(self.g.console(), r"slot-check: the cloud did not answer the agent of slot A")
         self.g.boot(timeout=900)
         self.assertEqual(self.g.booted_config, ("config.txt", "b/"))
         self.assertEqual(self.root_partition(), "3")
