@@ -27,9 +27,9 @@ public struct GroupSync<Waiter>: Sendable where Waiter: Sendable {
     /// can arrive after its fsync returned and miss the outcome).
     private var waiting: [(ticket: UInt64, waiter: Waiter)] = []
     /// Acknowledgements handed over before their row's fsync returned, with the row's ticket.
-    private var owed: [(ticket: UInt64, id: String)] = []
+    private var owed: [(ticket: UInt64, sequence: Int64)] = []
     /// Rows whose 2xx is in hand but not applied yet (owed, or released and being applied).
-    public private(set) var held: Set<String> = []
+    public private(set) var held: Set<Int64> = []
 
     public init() {}
 
@@ -69,34 +69,34 @@ public struct GroupSync<Waiter>: Sendable where Waiter: Sendable {
     /// most `readAt` (0: rows stored by a commit with its own fsync).
     public func acknowledgementMayApply(readAt: UInt64) -> Bool { settled >= readAt }
 
-    /// A 2xx for row `id`, stored by the commit with `ticket` (0: by a commit with its own
-    /// fsync). True: apply it now. False: it is kept until the fsync covering `ticket` returns,
-    /// and the row is held meanwhile. A row already held is not acknowledged twice.
-    public mutating func acknowledge(_ id: String, ticket: UInt64) -> Bool {
-        guard !held.contains(id) else { return false }
+    /// A 2xx for the row with `sequence` (its key), stored by the commit with `ticket` (0: by a
+    /// commit with its own fsync). True: apply it now. False: it is kept until the fsync covering
+    /// `ticket` returns, and the row is held meanwhile. A row already held is not acknowledged twice.
+    public mutating func acknowledge(_ sequence: Int64, ticket: UInt64) -> Bool {
+        guard !held.contains(sequence) else { return false }
         guard !acknowledgementMayApply(readAt: ticket) else { return true }
-        owed.append((ticket, id))
-        held.insert(id)
+        owed.append((ticket, sequence))
+        held.insert(sequence)
         return false
     }
 
     /// The handed-over acknowledgements whose fsync has returned, to apply now (in the order they
     /// came); their rows stay held until `applied`.
-    public mutating func takeAcknowledgements() -> [String] {
+    public mutating func takeAcknowledgements() -> [Int64] {
         guard owed.contains(where: { $0.ticket <= settled }) else { return [] }
-        let ready = owed.filter { $0.ticket <= settled }.map(\.id)
+        let ready = owed.filter { $0.ticket <= settled }.map(\.sequence)
         owed.removeAll { $0.ticket <= settled }
         return ready
     }
 
     /// The taken acknowledgements were applied (or failed to be: then their rows are sent again,
     /// as after a crash); the rows are no longer held.
-    public mutating func applied(_ ids: [String]) {
-        for id in ids { held.remove(id) }
+    public mutating func applied(_ sequences: [Int64]) {
+        for s in sequences { held.remove(s) }
     }
 
     /// Whether the queue must skip this row: its 2xx is in hand, not applied yet.
-    public func isHeld(_ id: String) -> Bool { held.contains(id) }
+    public func isHeld(_ sequence: Int64) -> Bool { held.contains(sequence) }
 
     /// Acknowledgements handed over and not applied yet (a clean stop waits for none).
     public var owesAcknowledgements: Bool { !held.isEmpty }

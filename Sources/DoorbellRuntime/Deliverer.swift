@@ -197,12 +197,12 @@ public final class Deliverer: @unchecked Sendable {
     /// same bytes.
     private func corrected(_ window: [OutboxEntry], synced: Bool) -> [OutboxEntry] {
         guard synced else { return window }
-        var fixed: [(id: String, body: [UInt8])] = []
+        var fixed: [(sequence: Int64, body: [UInt8])] = []
         var out = window
         for (i, e) in window.enumerated() {
             guard let stamp = e.clock, let body = ClockCorrection.correct(e.body, recordedBy: stamp, nowWallMicros: Clocks.wallMicros(),
                                                                           nowMonoMicros: Clocks.monotonicMicros(), bootID: Clocks.bootID) else { continue }
-            fixed.append((e.id, body))
+            fixed.append((e.sequence, body))
             out[i] = OutboxEntry(id: e.id, sequence: e.sequence, type: e.type, body: body, createdAtMs: e.createdAtMs,
                                  attempts: e.attempts, lastError: e.lastError, dead: e.dead)
         }
@@ -308,9 +308,9 @@ public final class Deliverer: @unchecked Sendable {
         let nowWallMs = Clocks.wallMicros() / 1000
         var verdicts = machine.settle(attempts.map { ($0.entry.uplinkItem, $0.answer) }, nowMonoMicros: nowMono, nowWallMs: nowWallMs, random: &rng)
         let lastError = status.snapshot.lastError ?? "unknown"
-        let failed = zip(attempts, verdicts).compactMap { a, v -> (id: String, error: String, nextAttemptAtMs: Int64)? in
+        let failed = zip(attempts, verdicts).compactMap { a, v -> (sequence: Int64, error: String, nextAttemptAtMs: Int64)? in
             guard case let .retry(_, at) = v else { return nil }
-            return (a.entry.id, a.message.isEmpty ? lastError : a.message, at)
+            return (a.entry.sequence, a.message.isEmpty ? lastError : a.message, at)
         }
         let delivered = zip(attempts, verdicts).filter { $0.1 == .delivered }.map(\.0)
         var parked: [ParkedEvent] = []
@@ -318,7 +318,7 @@ public final class Deliverer: @unchecked Sendable {
             if let p = Self.parked(a, v, lastError: lastError) { parked.append(p) }
         }
         do {
-            try outbox.settle(delivered: delivered.map(\.entry.id), failed: failed, dead: parked.map { ($0.id, $0.error) })
+            try outbox.settle(delivered: delivered.map(\.entry.sequence), failed: failed, dead: parked.map { ($0.sequence, $0.error) })
             if !parked.isEmpty { onParked(parked) }
         } catch {
             log.error("outbox.write_failed", [("error", error.description)])

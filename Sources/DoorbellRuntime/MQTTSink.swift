@@ -147,8 +147,8 @@ public final class MQTTSink: @unchecked Sendable {
             } else if session.serviceFailed(at: now, random: &rng) {
                 log.warning("mqtt.connection_lost", [("broker", session.status.broker), ("error", Self.describe(rc, host: settings.host, port: settings.port))])
             }
-        case let .acknowledge(ids):
-            acknowledge(ids)
+        case let .acknowledge(sequences):
+            acknowledge(sequences)
         case let .publish(message):
             _ = publish(m, message)
         case let .subscribe(topic):
@@ -174,10 +174,10 @@ public final class MQTTSink: @unchecked Sendable {
         return false
     }
 
-    private func acknowledge(_ ids: [String]) {
+    private func acknowledge(_ sequences: [Int64]) {
         do {
-            try outbox.acknowledgeMQTT(ids)
-            session.acknowledgementsStored(ids.count, at: now)
+            try outbox.acknowledgeMQTT(sequences)
+            session.acknowledgementsStored(sequences.count, at: now)
         } catch {
             // They stay in the outbox and are published again after a restart: at least once.
             fail("cannot record the broker's acknowledgement: \(error.description)")

@@ -98,7 +98,7 @@ extension Outbox {
             let victim = EvictedEvent(id: text(stmt, 0) ?? "", sequence: sqlite3_column_int64(stmt, 1), type: text(stmt, 2) ?? "",
                                       reportBody: isReport ? blob(stmt, 4) : nil)
             sqlite3_reset(stmt)
-            guard try delete(id: victim.id, where: "1") else { return evicted }
+            guard try delete(sequence: victim.sequence, where: "1") else { return evicted }
             evicted.append(victim)
         }
         return evicted
@@ -138,7 +138,7 @@ extension Outbox {
 
     /// Under the lock (`select`): a row whose 2xx is in hand but not applied yet is not sent again.
     func notHeld(_ stmt: OpaquePointer) -> Bool {
-        !group.owesAcknowledgements || !group.isHeld(text(stmt, 0) ?? "")
+        !group.owesAcknowledgements || !group.isHeld(sqlite3_column_int64(stmt, 1))
     }
 
     /// Backoffs start afresh when the uplink starts (an installer who fixed the network and
@@ -154,17 +154,17 @@ extension Outbox {
                    [sequence, Int64(limit)])
     }
 
-    /// The broker acknowledged these (PUBACK); rows no other sink waits for leave. One transaction,
+    /// The broker acknowledged these rows (PUBACK; their sequences); rows no other sink waits for leave. One transaction,
     /// with its fsync: unlike the cloud, a broker's subscribers (Home Assistant automations) do not
     /// deduplicate by event id, so an acknowledgement lost to a power cut would ring the house twice.
-    public func acknowledgeMQTT(_ ids: [String]) throws(OutboxError) {
-        guard !ids.isEmpty else { return }
+    public func acknowledgeMQTT(_ sequences: [Int64]) throws(OutboxError) {
+        guard !sequences.isEmpty else { return }
         try transaction { () throws(OutboxError) in
             try keepLastSequence()
-            for id in ids {
-                try run("UPDATE events SET sinks = sinks & ~2 WHERE id = ? AND sinks & 2 != 0", [.text(id)])
+            for s in sequences {
+                try run("UPDATE events SET sinks = sinks & ~2 WHERE sequence = ? AND sinks & 2 != 0", [.int(s)])
                 tally.mqtt -= Int64(sqlite3_changes(db))
-                try delete(id: id, where: "sinks = 0")
+                try delete(sequence: s, where: "sinks = 0")
             }
         }
     }
@@ -204,7 +204,17 @@ extension Outbox {
         }
     }
 
-    public func markDelivered(id: String) throws(OutboxError) { try settle(delivered: [id]) }
+    /// Tools and tests: a row found by its event id — a scan of the table, as the id has no index
+    /// (v8); the uplink and the sinks pass the sequence they read.
+    public func markDelivered(id: String) throws(OutboxError) {
+        guard let sequence = try sequence(ofID: id) else { return }
+        try settle(delivered: [sequence])
+    }
+
+    /// The sequence of the row with event id `id`, if any (a scan: not for a hot path).
+    public func sequence(ofID id: String) throws(OutboxError) -> Int64? {
+        try locked { () throws(OutboxError) -> Int64? in try queryInt("SELECT sequence FROM events WHERE id = ?", .text(id)) }
+    }
 
     /// What became of a window of deliveries: acknowledged rows leave, refused ones are parked,
     /// failed ones count an attempt — all in one transaction (one fsync, shared page writes).
@@ -212,24 +222,25 @@ extension Outbox {
     /// An acknowledgement of a row whose append's fsync has not returned yet is handed over
     /// (GroupSync) and applied by whoever makes that fsync once it has: the uplink goes on at
     /// once, and the queue's reads skip the row meanwhile (Outbox+Sync.swift).
-    public func settle(delivered: [String], failed: [(id: String, error: String, nextAttemptAtMs: Int64)] = [],
-                       dead: [(id: String, error: String)] = []) throws(OutboxError) {
+    /// Rows are named by their sequence (their key), as read from `OutboxEntry.sequence`.
+    public func settle(delivered: [Int64], failed: [(sequence: Int64, error: String, nextAttemptAtMs: Int64)] = [],
+                       dead: [(sequence: Int64, error: String)] = []) throws(OutboxError) {
         guard !delivered.isEmpty || !failed.isEmpty || !dead.isEmpty else { return }
-        var now: [String] = []
+        var now: [Int64] = []
         locked {
-            for id in delivered where group.acknowledge(id, ticket: unsyncedRows[id] ?? 0) { now.append(id) }
+            for s in delivered where group.acknowledge(s, ticket: unsyncedRows[s] ?? 0) { now.append(s) }
         }
         guard !now.isEmpty || !failed.isEmpty || !dead.isEmpty else { return }
         // Failures and parkings keep their fsync: their counts and backoffs must survive.
         try transaction(acknowledgements: failed.isEmpty && dead.isEmpty ? now.count : 0) { () throws(OutboxError) in
             try removeDelivered(now)
             for f in failed {
-                try run("UPDATE events SET attempts = attempts + 1, last_error = ?, next_attempt_at_ms = ? WHERE id = ?",
-                        [.text(String(f.error.prefix(500))), .int(f.nextAttemptAtMs), .text(f.id)])
+                try run("UPDATE events SET attempts = attempts + 1, last_error = ?, next_attempt_at_ms = ? WHERE sequence = ?",
+                        [.text(String(f.error.prefix(500))), .int(f.nextAttemptAtMs), .int(f.sequence)])
             }
             for d in dead {
-                try run("UPDATE events SET dead = 1, attempts = attempts + 1, last_error = ? WHERE id = ? AND dead = 0",
-                        [.text(String(d.error.prefix(500))), .text(d.id)])
+                try run("UPDATE events SET dead = 1, attempts = attempts + 1, last_error = ? WHERE sequence = ? AND dead = 0",
+                        [.text(String(d.error.prefix(500))), .int(d.sequence)])
                 tally.dead += Int64(sqlite3_changes(db))
             }
         }
@@ -237,38 +248,38 @@ extension Outbox {
 
     /// The cloud's acknowledgements (inside a transaction, which keeps the tally): rows no other
     /// sink waits for leave, the others lose the cloud's bit.
-    func removeDelivered(_ delivered: [String]) throws(OutboxError) {
+    func removeDelivered(_ delivered: [Int64]) throws(OutboxError) {
         guard !delivered.isEmpty else { return }
         var removed: Int64 = 0
         try keepLastSequence()
-        for id in delivered {
+        for s in delivered {
             // The cloud alone (no [mqtt]): one statement.
-            if try delete(id: id, where: "sinks = 1") {
+            if try delete(sequence: s, where: "sinks = 1") {
                 removed += 1
                 continue
             }
-            try run("UPDATE events SET sinks = sinks & ~1 WHERE id = ? AND sinks & 1 != 0", [.text(id)])
+            try run("UPDATE events SET sinks = sinks & ~1 WHERE sequence = ? AND sinks & 1 != 0", [.int(s)])
             removed += Int64(sqlite3_changes(db))
-            try delete(id: id, where: "sinks = 0")
+            try delete(sequence: s, where: "sinks = 0")
         }
         if removed > 0 { try run("UPDATE meta SET value = value + ? WHERE key = 'delivered'", [.int(removed)]) }
     }
 
     /// Rewrites the bodies of several events before their first delivery (clock correction), in
     /// one transaction; they no longer wait for a correction.
-    public func replaceBodies(_ bodies: [(id: String, body: [UInt8])]) throws(OutboxError) {
+    public func replaceBodies(_ bodies: [(sequence: Int64, body: [UInt8])]) throws(OutboxError) {
         guard !bodies.isEmpty else { return }
         try transaction { () throws(OutboxError) in
             for b in bodies {
-                guard let old = try queryInt("SELECT LENGTH(body) FROM events WHERE id = ?", .text(b.id)) else { continue }
-                try run("UPDATE events SET body = ?, clock_pending = 0 WHERE id = ?", [.blob(b.body), .text(b.id)])
+                guard let old = try queryInt("SELECT LENGTH(body) FROM events WHERE sequence = ?", .int(b.sequence)) else { continue }
+                try run("UPDATE events SET body = ?, clock_pending = 0 WHERE sequence = ?", [.blob(b.body), .int(b.sequence)])
                 tally.bytes += Int64(b.body.count) - old
             }
         }
     }
 
-    public func recordFailure(id: String, error message: String, nextAttemptAtMs: Int64) throws(OutboxError) {
-        try settle(delivered: [], failed: [(id, message, nextAttemptAtMs)])
+    public func recordFailure(sequence: Int64, error message: String, nextAttemptAtMs: Int64) throws(OutboxError) {
+        try settle(delivered: [], failed: [(sequence, message, nextAttemptAtMs)])
     }
 
     /// Status, metrics and STATUS= ask for this on every tick: the tally and three indexed rows

@@ -135,7 +135,7 @@ extension Outbox {
     /// something to run, and the acknowledgements it released.
     struct SyncOutcome {
         var waiters: [SyncWaiter] = []
-        var acknowledgements: [String] = []
+        var acknowledgements: [Int64] = []
     }
 
     /// One fsync covering every commit so far, if GroupSync starts one. Called and returns with
@@ -166,11 +166,11 @@ extension Outbox {
     /// Applies acknowledgements GroupSync released (their rows' fsync returned): one transaction
     /// without an fsync of its own, as the uplink's. If it fails the rows stay and are sent again
     /// (the receiver deduplicates), as after a crash.
-    func applyAcknowledgements(_ ids: [String]) {
-        guard !ids.isEmpty else { return }
-        _ = try? transaction(acknowledgements: ids.count) { () throws(OutboxError) in try removeDelivered(ids) }
+    func applyAcknowledgements(_ sequences: [Int64]) {
+        guard !sequences.isEmpty else { return }
+        _ = try? transaction(acknowledgements: sequences.count) { () throws(OutboxError) in try removeDelivered(sequences) }
         locked {
-            group.applied(ids)
+            group.applied(sequences)
             pthread_cond_broadcast(syncedCondition)
         }
     }

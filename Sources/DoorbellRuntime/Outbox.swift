@@ -118,7 +118,7 @@ public struct OutboxError: Error, Sendable, CustomStringConvertible, Equatable {
 }
 
 public final class Outbox: @unchecked Sendable {
-    public static let schemaVersion: Int32 = 7
+    public static let schemaVersion: Int32 = 8
     public let path: String
     /// The sinks new events are stored for.
     public private(set) var sinks: OutboxSinks
@@ -139,9 +139,9 @@ public final class Outbox: @unchecked Sendable {
     /// Appends committed without their fsync, the fsync running, who waits for which (see
     /// GroupSync); under `mutex`. Every fsync's return is broadcast on `syncedCondition`.
     var group = GroupSync<SyncWaiter>()
-    /// The ticket of each row whose append's fsync has not returned yet (few: the last moments'
-    /// presses): an acknowledgement of it is handed over until that fsync returned.
-    var unsyncedRows: [String: UInt64] = [:]
+    /// The ticket of each row (by sequence) whose append's fsync has not returned yet (few: the
+    /// last moments' presses): an acknowledgement of it is handed over until that fsync returned.
+    var unsyncedRows: [Int64: UInt64] = [:]
     let syncedCondition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
     /// The syncer thread runs (`startSyncer`): it makes the fsyncs; without it, whoever waits for
     /// one makes it. Under `mutex`.
@@ -249,8 +249,8 @@ public final class Outbox: @unchecked Sendable {
                 if deferringSync {
                     let ticket = group.commit(waiter)
                     if let batch = waiter?.result {
-                        for e in batch.entries { unsyncedRows[e.id] = ticket }
-                        if let r = batch.report { unsyncedRows[r.id] = ticket }
+                        for e in batch.entries { unsyncedRows[e.sequence] = ticket }
+                        if let r = batch.report { unsyncedRows[r.sequence] = ticket }
                     }
                 } else {
                     // A synced commit makes every earlier frame of the WAL durable too.
@@ -334,6 +334,7 @@ public final class Outbox: @unchecked Sendable {
         if version < 5 { try migrateClockStamps() }
         if version < 6 { try migratePriorities() }
         if version < 7 { try migrateSequenceKey() }
+        if version < 8 { try migrateWithoutIDIndex() }
     }
 
     /// The page size new outboxes get (see init): an outbox created before it (4 KiB pages, up to
@@ -384,6 +385,43 @@ public final class Outbox: @unchecked Sendable {
             ALTER TABLE events_v7 RENAME TO events;
             CREATE INDEX events_priority ON events (priority);
             PRAGMA user_version = 7;
+            """)
+        }
+    }
+
+    /// v8: rows are found by their sequence (the rowid), never by id, so the id needs no index:
+    /// a press writes two b-tree pages (the table's last leaf, the priority index) instead of
+    /// three, its acknowledgement three instead of four. The UNIQUE constraint's automatic index
+    /// cannot be dropped, hence the rebuild (as v7). Ids stay unique without it: every id is a
+    /// UUIDv7 the agent makes for the event as it stores it (`AgentIngest.store`; nothing from
+    /// outside — control socket, MQTT, phone — brings an id of its own), 74 random bits per
+    /// millisecond, and a row is stored once, by one append.
+    func migrateWithoutIDIndex() throws(OutboxError) {
+        try transaction { () throws(OutboxError) in
+            let columns = "sequence, id, type, body, created_at_ms, attempts, next_attempt_at_ms, last_error, dead, sinks, clock_pending, monotonic_us, boot_id, priority"
+            try exec("""
+            CREATE TABLE events_v8 (
+                sequence INTEGER PRIMARY KEY,
+                id TEXT NOT NULL,
+                type TEXT NOT NULL,
+                body BLOB NOT NULL,
+                created_at_ms INTEGER NOT NULL,
+                attempts INTEGER NOT NULL DEFAULT 0,
+                next_attempt_at_ms INTEGER NOT NULL DEFAULT 0,
+                last_error TEXT,
+                dead INTEGER NOT NULL DEFAULT 0,
+                sinks INTEGER NOT NULL DEFAULT 1,
+                clock_pending INTEGER NOT NULL DEFAULT 0,
+                monotonic_us INTEGER,
+                boot_id TEXT,
+                priority INTEGER NOT NULL DEFAULT 0
+            );
+            INSERT INTO events_v8 (\(columns)) SELECT \(columns) FROM events ORDER BY sequence;
+            \(Self.keepLastSequenceStatement);
+            DROP TABLE events;
+            ALTER TABLE events_v8 RENAME TO events;
+            CREATE INDEX events_priority ON events (priority);
+            PRAGMA user_version = 8;
             """)
         }
     }
@@ -505,13 +543,13 @@ public final class Outbox: @unchecked Sendable {
         return OutboxTally(rows: column(0), bytes: column(1), dead: column(2), mqtt: column(3))
     }
 
-    /// Deletes one row if `condition` holds for it (inside a transaction, which keeps the tally);
-    /// returns whether it went.
+    /// Deletes one row (by its key) if `condition` holds for it (inside a transaction, which
+    /// keeps the tally); returns whether it went.
     @discardableResult
-    func delete(id: String, where condition: String) throws(OutboxError) -> Bool {
-        let stmt = try prepare("DELETE FROM events WHERE id = ? AND \(condition) RETURNING LENGTH(body), dead, sinks & 2 != 0")
+    func delete(sequence: Int64, where condition: String) throws(OutboxError) -> Bool {
+        let stmt = try prepare("DELETE FROM events WHERE sequence = ? AND \(condition) RETURNING LENGTH(body), dead, sinks & 2 != 0")
         defer { sqlite3_reset(stmt); sqlite3_clear_bindings(stmt) }
-        sqlite3_bind_text(stmt, 1, id, -1, doorbell_sqlite_transient())
+        sqlite3_bind_int64(stmt, 1, sequence)
         let rc = sqlite3_step(stmt)
         if rc == SQLITE_ROW {
             tally.rows -= 1

@@ -290,10 +290,10 @@ struct Bench {
         let lifeBefore = writeBytes()
         for _ in 0..<n {
             let id = UUIDv7.make(unixMillis: Clocks.wallMicros() / 1000, random: &rng)
-            _ = try? outbox.append(id: id, type: event.type.rawValue, createdAtMs: 0) { seq in
+            let entry = try? outbox.append(id: id, type: event.type.rawValue, createdAtMs: 0) { seq in
                 event.body(id: id, sequence: seq, gatewayID: "gw-bench", agentVersion: AgentVersion.current)
             }
-            try? outbox.settle(delivered: [id])
+            if let entry { try? outbox.settle(delivered: [entry.sequence]) }
         }
         emit("storage_bytes_per_press_delivered", Double(writeBytes() - lifeBefore) / Double(n), "bytes",
              "/proc/self/io write_bytes over \(n) presses one at a time, each stored (one transaction, fsync) then removed as delivered (one transaction), WAL checkpoints included")

@@ -98,28 +98,28 @@ import Testing
     /// A 2xx for a row whose fsync runs is handed over: the row is held (not sent again) until
     /// the acknowledgement is applied, which the fsync's return releases; a row already durable
     /// is acknowledged at once (mutation: releasing owed acknowledgements whose ticket is past
-    /// `settled` gives "b" back after a's fsync).
+    /// `settled` gives 11 back after 10's fsync).
     @Test func anAcknowledgementBeforeItsFsyncIsHeldAndReleasedByIt() {
         var g = GroupSync<Int>()
         let a = g.commit()
         _ = g.startSync()
         let b = g.commit()
-        let now = [g.acknowledge("a", ticket: a), g.acknowledge("b", ticket: b), g.acknowledge("a", ticket: a), g.acknowledge("old", ticket: 0)]
-        #expect(now == [false, false, false, true], "a and b wait for their fsync, a held is not acknowledged twice, old is durable")
-        #expect(g.isHeld("a") && g.isHeld("b") && !g.isHeld("old"))
+        let now = [g.acknowledge(10, ticket: a), g.acknowledge(11, ticket: b), g.acknowledge(10, ticket: a), g.acknowledge(3, ticket: 0)]
+        #expect(now == [false, false, false, true], "10 and 11 wait for their fsync, 10 held is not acknowledged twice, 3 is durable")
+        #expect(g.isHeld(10) && g.isHeld(11) && !g.isHeld(3))
         let early = g.takeAcknowledgements()
         #expect(early.isEmpty, "nothing released before an fsync returned")
         _ = g.finishSync(ok: true)
         let first = g.takeAcknowledgements()
-        #expect(first == ["a"])
-        #expect(g.isHeld("a"), "held until applied")
-        g.applied(["a"])
-        #expect(!g.isHeld("a") && g.owesAcknowledgements)
+        #expect(first == [10])
+        #expect(g.isHeld(10), "held until applied")
+        g.applied([10])
+        #expect(!g.isHeld(10) && g.owesAcknowledgements)
         _ = g.startSync()
         _ = g.finishSync(ok: false)
         let second = g.takeAcknowledgements()
-        #expect(second == ["b"], "a failed fsync releases it too (the row stays, is delivered)")
-        g.applied(["b"])
+        #expect(second == [11], "a failed fsync releases it too (the row stays, is delivered)")
+        g.applied([11])
         #expect(!g.owesAcknowledgements)
     }
 
@@ -137,15 +137,15 @@ import Testing
             var queue: [UInt64] = [] // rows in the table
             var inFlight: [UInt64] = []
             var answered: Set<UInt64> = [] // 2xx in hand, not applied
-            var taken: [String] = []
+            var taken: [Int64] = []
             func finish(ok: Bool) {
                 _ = g.finishSync(ok: ok)
                 if let covered = running, covered > 0 { for t in 1...covered { fsynced.insert(t) } }
                 running = nil
             }
-            func apply(_ ids: [String]) {
+            func apply(_ ids: [Int64]) {
                 for id in ids {
-                    let row = UInt64(id) ?? 0
+                    let row = UInt64(id)
                     queue.removeAll { $0 == row }
                     answered.remove(row)
                 }
@@ -153,9 +153,9 @@ import Testing
             }
             func take() {
                 let ids = g.takeAcknowledgements()
-                for id in ids { #expect(fsynced.contains(UInt64(id) ?? 0), "applied before its fsync returned: \(id)") }
-                let owedReleased = answered.filter { fsynced.contains($0) && !taken.contains(String($0)) }
-                #expect(Set(ids) == Set(owedReleased.map(String.init)), "every released acknowledgement taken")
+                for id in ids { #expect(fsynced.contains(UInt64(id)), "applied before its fsync returned: \(id)") }
+                let owedReleased = answered.filter { fsynced.contains($0) && !taken.contains(Int64($0)) }
+                #expect(Set(ids) == Set(owedReleased.map { Int64($0) }), "every released acknowledgement taken")
                 taken += ids
             }
             for step in steps {
@@ -166,16 +166,16 @@ import Testing
                 case 3: finish(ok: false)
                 case 4:
                     // The uplink reads the queue (skipping held rows) and sends the first it may.
-                    guard let row = queue.first(where: { !g.isHeld(String($0)) && !inFlight.contains($0) }) else { continue }
+                    guard let row = queue.first(where: { !g.isHeld(Int64($0)) && !inFlight.contains($0) }) else { continue }
                     #expect(!answered.contains(row), "sent again while its 2xx waits: \(row)")
                     inFlight.append(row)
                 case 5:
                     guard !inFlight.isEmpty else { continue }
                     let row = inFlight.removeFirst()
                     answered.insert(row)
-                    if g.acknowledge(String(row), ticket: row) {
+                    if g.acknowledge(Int64(row), ticket: row) {
                         #expect(fsynced.contains(row), "applied at once before its fsync: \(row)")
-                        apply([String(row)])
+                        apply([Int64(row)])
                     }
                 case 6: take() // under the lock, after an fsync returned
                 default:

@@ -129,7 +129,7 @@ import Testing
             var choices = script[...]
             func choice() -> Int { choices.popFirst() ?? 0 }
             let rows = (1...Int64(count)).map { T.row($0, press: true) }
-            var stored = Set<String>()
+            var stored = Set<Int64>()
             var library: [Int32: String] = [:]
             var nextMid: Int32 = 1
             var agentConnected = false
@@ -185,7 +185,7 @@ import Testing
                     nextMid += 1
                     s.discoveryPublished(mids: mids, at: T.at(now))
                 case let .readOutbox(after, limit):
-                    s.rowsRead(Array(rows.filter { $0.sequence > after && !stored.contains($0.id) }.prefix(limit)))
+                    s.rowsRead(Array(rows.filter { $0.sequence > after && !stored.contains($0.sequence) }.prefix(limit)))
                 case let .publishEvent(event):
                     #expect(haSubscribed, "\(event.id) published while Home Assistant was not subscribed")
                     let mids = event.messages.map { _ -> Int32 in

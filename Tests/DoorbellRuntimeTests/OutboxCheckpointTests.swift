@@ -36,7 +36,7 @@ final class OutboxCheckpointTests: XCTestCase {
             _ = try outbox.append([Self.press(id)], bounds: nil, report: nil) { _, error in
                 if error == nil { stored.add() }
             }
-            try outbox.settle(delivered: [id])
+            try outbox.settle(deliveredIDs: [id])
             largest = max(largest, fileSize(path + "-wal"))
         }
         outbox.stopSyncer()
@@ -65,7 +65,7 @@ final class OutboxCheckpointTests: XCTestCase {
         var i = 0
         while fileSize(path + "-wal") < limitBytes + 300 * (1024 + 24) && i < 5_000 {
             _ = try outbox.append([Self.press("held-\(i)")], bounds: nil, report: nil, whileSyncing: {})
-            try outbox.settle(delivered: ["held-\(i)"])
+            try outbox.settle(deliveredIDs: ["held-\(i)"])
             i += 1
         }
         XCTAssertGreaterThan(fileSize(path + "-wal"), limitBytes, "the reader kept the log from starting over")
@@ -74,7 +74,7 @@ final class OutboxCheckpointTests: XCTestCase {
         var emptied = false
         for j in 0..<600 where !emptied {
             _ = try outbox.append([Self.press("after-\(j)")], bounds: nil, report: nil, whileSyncing: {})
-            try outbox.settle(delivered: ["after-\(j)"])
+            try outbox.settle(deliveredIDs: ["after-\(j)"])
             emptied = fileSize(path + "-wal") < limitBytes / 4
         }
         XCTAssertTrue(emptied, "the log was cut back once the reader was gone: \(fileSize(path + "-wal")) bytes")

@@ -40,7 +40,7 @@ final class OutboxClockStampTests: XCTestCase {
                                           nil, nil, ClockStamp(monotonicMicros: nil, bootID: nil)])
         XCTAssertEqual(rows[0].body, waiting, "the bytes are kept as signed")
         // Corrected: no longer waiting, across a reopen.
-        try outbox.replaceBodies([("waiting", waiting)])
+        try outbox.replaceBodies(ids: [("waiting", waiting)])
         outbox.close()
         let reopened = try Outbox(path: path)
         XCTAssertEqual(try reopened.pending(limit: 10).first?.clock, nil)
@@ -63,7 +63,7 @@ final class OutboxClockStampTests: XCTestCase {
                                         OutboxNewEvent(id: "b", type: "doorbell.pressed", createdAtMs: 0) { _ in [2] }], bounds: nil, report: nil)
         XCTAssertEqual(result.entries.map(\.clock), [stamp, nil])
         XCTAssertEqual(try outbox.pending(limit: 10).map(\.clock), [stamp, nil])
-        try outbox.replaceBodies([("a", [3])])
+        try outbox.replaceBodies(ids: [("a", [3])])
         XCTAssertEqual(try outbox.pending(limit: 10).map(\.clock), [nil, nil])
         XCTAssertEqual(try outbox.pending(limit: 10).first?.body, [3])
         outbox.close()

@@ -66,7 +66,7 @@ final class OutboxSyncTests: XCTestCase {
         // Its 2xx came back: the uplink does not wait for the fsync; the acknowledgement does.
         let settled = DispatchSemaphore(value: 0)
         Thread.detachNewThread {
-            try? outbox.settle(delivered: ["press"])
+            try? outbox.settle(deliveredIDs: ["press"])
             settled.signal()
         }
         XCTAssertEqual(settled.wait(timeout: .now() + 20), .success, "the uplink goes on during the fsync")
@@ -112,7 +112,7 @@ final class OutboxSyncTests: XCTestCase {
         XCTAssertEqual(append("b").wait(timeout: .now() + 20), .success, "b committed while a's fsync runs")
         XCTAssertEqual(append("c").wait(timeout: .now() + 20), .success, "c too")
         XCTAssertEqual(try outbox.due(nowWallMs: 10, limit: 10).map(\.id), ["first", "a", "b", "c"], "all readable for the uplink")
-        try outbox.settle(delivered: ["a", "b", "c"]) // returns at once: handed over
+        try outbox.settle(deliveredIDs: ["a", "b", "c"]) // returns at once: handed over
         XCTAssertEqual(try outbox.pending(limit: 10).map(\.id), ["first", "a", "b", "c"], "none applied before its fsync")
         XCTAssertEqual(try outbox.due(nowWallMs: 10, limit: 10).map(\.id), ["first"], "none offered again")
         XCTAssertEqual(gate.order, [], "nothing stored while the fsync runs")
@@ -153,7 +153,7 @@ final class OutboxSyncTests: XCTestCase {
         XCTAssertEqual(gate.entered.wait(timeout: .now() + 20), .success, "b's fsync started (and is held)")
         let settled = DispatchSemaphore(value: 0)
         Thread.detachNewThread {
-            try? outbox.settle(delivered: ["a"])
+            try? outbox.settle(deliveredIDs: ["a"])
             settled.signal()
         }
         XCTAssertEqual(settled.wait(timeout: .now() + 10), .success, "a's acknowledgement applied while b's fsync runs")
@@ -223,7 +223,7 @@ final class OutboxSyncTests: XCTestCase {
         XCTAssertEqual(try outbox.pending(limit: 10).map(\.id), ["press"])
         let settled = DispatchSemaphore(value: 0)
         Thread.detachNewThread {
-            try? outbox.settle(delivered: ["press"])
+            try? outbox.settle(deliveredIDs: ["press"])
             settled.signal()
         }
         XCTAssertEqual(settled.wait(timeout: .now() + 20), .success, "the acknowledgement was applied")

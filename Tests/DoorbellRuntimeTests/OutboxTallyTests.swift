@@ -35,11 +35,11 @@ final class OutboxTallyTests: XCTestCase {
                             }
                         case 2:
                             let ids = try outbox.pending(limit: 4).map(\.id)
-                            try outbox.settle(delivered: Array(ids.prefix(2)), failed: ids.dropFirst(2).map { ($0, "HTTP 500", 0) })
+                            try outbox.settle(deliveredIDs: Array(ids.prefix(2)), failed: ids.dropFirst(2).map { ($0, "HTTP 500", 0) })
                         case 3:
-                            try outbox.acknowledgeMQTT(try outbox.pendingForMQTT(after: 0, limit: 3).map(\.id))
+                            try outbox.acknowledgeMQTT(try outbox.pendingForMQTT(after: 0, limit: 3).map(\.sequence))
                         case 4:
-                            if let id = try outbox.pending(limit: 1).first?.id { try outbox.settle(delivered: [], dead: [(id, "HTTP 400")]) }
+                            if let id = try outbox.pending(limit: 1).first?.id { try outbox.settle(deliveredIDs: [], dead: [(id, "HTTP 400")]) }
                         default:
                             if step % 10 == 0 { try outbox.retryDead() } else { _ = try outbox.stats() }
                         }

@@ -41,13 +41,13 @@ final class OutboxTests: XCTestCase {
         XCTAssertEqual(try outbox?.pending(limit: 10).map(\.id), ["e1", "e2"])
         XCTAssertEqual(try outbox?.pendingForMQTT(after: 0, limit: 10).map(\.id), ["e0", "e1", "e2"])
         XCTAssertEqual(try outbox?.pendingForMQTT(after: 1, limit: 10).map(\.id), ["e1", "e2"], "after the cursor only")
-        try outbox?.acknowledgeMQTT(["e0", "e1"]) // the broker's PUBACKs
+        try outbox?.acknowledgeMQTT(ids: ["e0", "e1"]) // the broker's PUBACKs
         XCTAssertEqual(try outbox?.pendingForMQTT(after: 0, limit: 10).map(\.id), ["e2"])
         XCTAssertEqual(try outbox?.pending(limit: 10).map(\.id), ["e1", "e2"], "the cloud still waits for e1")
         var stats = try XCTUnwrap(outbox?.stats())
         XCTAssertEqual([stats.depth, stats.mqttPending], [2, 1])
         // A refusal by the cloud does not keep the event from the broker.
-        try outbox?.settle(delivered: [], dead: [("e2", "HTTP 400")])
+        try outbox?.settle(deliveredIDs: [], dead: [("e2", "HTTP 400")])
         XCTAssertEqual(try outbox?.pendingForMQTT(after: 0, limit: 10).map(\.id), ["e2"])
         // Across a restart nothing is forgotten.
         outbox?.close()
@@ -93,12 +93,12 @@ final class OutboxTests: XCTestCase {
                     _ = try outbox?.append(batch, bounds: bounds) { seq, victims in ("r\(seq)", "gateway.evicted", Array("\(victims.count)".utf8)) }
                 case 2:
                     let ids = try outbox?.pending(limit: 3).map(\.id) ?? []
-                    try outbox?.settle(delivered: ids)
+                    try outbox?.settle(deliveredIDs: ids)
                 case 3:
                     let ids = try outbox?.pendingForMQTT(after: 0, limit: 4).map(\.id) ?? []
-                    try outbox?.acknowledgeMQTT(ids)
+                    try outbox?.acknowledgeMQTT(ids: ids)
                 case 4:
-                    if let id = try outbox?.pending(limit: 1).first?.id { try outbox?.settle(delivered: [], dead: [(id, "HTTP 400")]) }
+                    if let id = try outbox?.pending(limit: 1).first?.id { try outbox?.settle(deliveredIDs: [], dead: [(id, "HTTP 400")]) }
                 default:
                     if Bool.random(using: &rng) { try outbox?.purgeDead() }
                 }
@@ -183,8 +183,8 @@ final class OutboxTests: XCTestCase {
         let path = dir.file("outbox.sqlite")
         let outbox = try Outbox(path: path)
         for i in 0..<5 { _ = try outbox.append(id: "w\(i)", type: "doorbell.pressed", createdAtMs: Int64(i)) { self.body($0) } }
-        try outbox.replaceBodies([(id: "w3", body: [7, 7]), (id: "w4", body: [8])])
-        try outbox.settle(delivered: ["w0", "w2", "no-such-id"], failed: [(id: "w1", error: "HTTP 500", nextAttemptAtMs: 42)],
+        try outbox.replaceBodies(ids: [(id: "w3", body: [7, 7]), (id: "w4", body: [8])])
+        try outbox.settle(deliveredIDs: ["w0", "w2", "no-such-id"], failed: [(id: "w1", error: "HTTP 500", nextAttemptAtMs: 42)],
                           dead: [(id: "w3", error: "receiver answered HTTP 400")])
         outbox.close()
         let reopened = try Outbox(path: path)

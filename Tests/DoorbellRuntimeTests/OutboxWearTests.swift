@@ -4,7 +4,7 @@ import DoorbellCore
 import Foundation
 import XCTest
 
-/// What a press and a drain cost the storage (v7): real SQLite files in a temp directory.
+/// What a press and a drain cost the storage (v8): real SQLite files in a temp directory.
 final class OutboxWearTests: XCTestCase {
     /// Frames one commit adds to the WAL: emptied first (TRUNCATE), then measured by its size
     /// (a 32-byte header, then 24 bytes + one page per frame).
@@ -23,10 +23,11 @@ final class OutboxWearTests: XCTestCase {
     }
 
     /// A press (into an outbox with a backlog, so the trees have depth) writes the table's last
-    /// leaf, the id index and the priority index: three pages, and two more when the leaf is full
-    /// (the new leaf, its parent; page 1 holds the file's size) — every other press at this body
-    /// size. Before v7 each press also wrote the sequence's own index and the meta row: 5 and 7.
-    func testAPressWritesThreePagesIntoTheWALAndFiveWhenTheLeafIsFull() throws {
+    /// leaf and the priority index: two pages, and two more when the leaf is full (the new leaf,
+    /// its parent) — every other press at this body size. v7 also wrote the id's unique index
+    /// (3 and 5), before v7 the sequence's own index and the meta row too (5 and 7). Mutation:
+    /// on the v7 schema (`UNIQUE` on id) this sees 3 and 5.
+    func testAPressWritesTwoPagesIntoTheWALAndFourWhenTheLeafIsFull() throws {
         let dir = try TempDir()
         let path = dir.file("outbox.sqlite")
         let outbox = try Outbox(path: path)
@@ -39,9 +40,30 @@ final class OutboxWearTests: XCTestCase {
                 _ = try outbox.append(id: "press-\(i)", type: "doorbell.pressed", createdAtMs: 1) { _ in body }
             })
         }
-        XCTAssertEqual(frames.filter { $0 == 3 }.count, 4, "\(frames)")
-        XCTAssertEqual(frames.filter { $0 == 5 }.count, 4, "\(frames)")
+        XCTAssertEqual(frames.filter { $0 == 2 }.count, 4, "\(frames)")
+        XCTAssertEqual(frames.filter { $0 == 4 }.count, 4, "\(frames)")
         XCTAssertEqual(try outbox.stats().lastSequence, 508)
+        outbox.close()
+    }
+
+    /// A live press on an empty queue (the common case): stored in two pages, its acknowledgement
+    /// — found by its sequence, removed, the meta row's last sequence and `delivered` counter
+    /// kept — in three (the leaf, the priority index, the meta page). v7: 3 and 4.
+    func testALivePressAndItsAcknowledgementWriteFivePages() throws {
+        let dir = try TempDir()
+        let path = dir.file("outbox.sqlite")
+        let outbox = try Outbox(path: path)
+        let body = [UInt8](repeating: 0x61, count: 336)
+        var cycles: [[Int]] = []
+        for i in 0..<6 {
+            var entry: OutboxEntry?
+            let press = try walFrames(path) { entry = try outbox.append(id: "live-\(i)", type: "doorbell.pressed", createdAtMs: 1) { _ in body } }
+            let sequence = try XCTUnwrap(entry?.sequence)
+            let ack = try walFrames(path) { try outbox.settle(delivered: [sequence]) }
+            cycles.append([press, ack])
+        }
+        XCTAssertEqual(cycles, Array(repeating: [2, 3], count: 6))
+        XCTAssertEqual(try outbox.stats().depth, 0)
         outbox.close()
     }
 
@@ -57,14 +79,14 @@ final class OutboxWearTests: XCTestCase {
         XCTAssertEqual(outbox.unsyncedAcknowledgements, 0)
         var highest = 0
         for batch in 0..<((limit + 30) / 8) {
-            try outbox.settle(delivered: (0..<8).map { "e\(batch * 8 + $0)" })
+            try outbox.settle(deliveredIDs: (0..<8).map { "e\(batch * 8 + $0)" })
             highest = max(highest, outbox.unsyncedAcknowledgements)
             XCTAssertLessThan(outbox.unsyncedAcknowledgements, limit, "after window \(batch)")
         }
         XCTAssertGreaterThan(highest, 0, "acknowledgements did go without their own fsync")
-        try outbox.settle(delivered: ["e\(limit + 35)"], failed: [("e\(limit + 36)", "HTTP 500", 0)])
+        try outbox.settle(deliveredIDs: ["e\(limit + 35)"], failed: [("e\(limit + 36)", "HTTP 500", 0)])
         XCTAssertEqual(outbox.unsyncedAcknowledgements, 0, "a failure commits with an fsync")
-        try outbox.settle(delivered: ["e\(limit + 37)"])
+        try outbox.settle(deliveredIDs: ["e\(limit + 37)"])
         _ = try outbox.append(id: "press", type: "doorbell.pressed", createdAtMs: 1) { _ in [1] }
         XCTAssertEqual(outbox.unsyncedAcknowledgements, 0, "an append commits with an fsync")
         XCTAssertEqual(try outbox.stats(), try outbox.countedStats())
@@ -80,12 +102,12 @@ final class OutboxWearTests: XCTestCase {
         let outbox = try Outbox(path: dir.file("outbox.sqlite"))
         _ = try outbox.append((0..<200).map { i in OutboxNewEvent(id: "e\(i)", type: "doorbell.pressed", createdAtMs: 0) { _ in [1] } },
                               bounds: nil, report: nil)
-        for batch in 0..<25 { try outbox.settle(delivered: (0..<8).map { "e\(batch * 8 + $0)" }) }
+        for batch in 0..<25 { try outbox.settle(deliveredIDs: (0..<8).map { "e\(batch * 8 + $0)" }) }
         XCTAssertEqual(outbox.unsyncedAcknowledgements, 200)
         _ = try outbox.append([OutboxNewEvent(id: "press", type: "doorbell.pressed", createdAtMs: 1) { _ in [1] }],
                               bounds: nil, report: nil, whileSyncing: {}) // deferred commit, then the WAL's fsync
         XCTAssertEqual(outbox.unsyncedAcknowledgements, 0)
-        try outbox.settle(delivered: ["press"])
+        try outbox.settle(deliveredIDs: ["press"])
         XCTAssertEqual(outbox.unsyncedAcknowledgements, 1)
         XCTAssertEqual(try outbox.stats(), try outbox.countedStats())
         outbox.close()
@@ -98,22 +120,20 @@ final class OutboxWearTests: XCTestCase {
         let outbox = try Outbox(path: dir.file("outbox.sqlite"), sinks: [.cloud, .mqtt])
         _ = try outbox.append((0..<16).map { i in OutboxNewEvent(id: "e\(i)", type: "doorbell.pressed", createdAtMs: 0) { _ in [1] } },
                               bounds: nil, report: nil)
-        try outbox.settle(delivered: (0..<8).map { "e\($0)" })
+        try outbox.settle(deliveredIDs: (0..<8).map { "e\($0)" })
         XCTAssertGreaterThan(outbox.unsyncedAcknowledgements, 0, "the cloud's acknowledgements go unsynced")
-        try outbox.acknowledgeMQTT((0..<8).map { "e\($0)" })
+        try outbox.acknowledgeMQTT(ids: (0..<8).map { "e\($0)" })
         XCTAssertEqual(outbox.unsyncedAcknowledgements, 0, "a broker's acknowledgement commits with an fsync")
-        try outbox.acknowledgeMQTT((8..<16).map { "e\($0)" })
+        try outbox.acknowledgeMQTT(ids: (8..<16).map { "e\($0)" })
         XCTAssertEqual(outbox.unsyncedAcknowledgements, 0)
         XCTAssertEqual(try outbox.stats(), try outbox.countedStats())
         outbox.close()
     }
 
-    /// An outbox written by v6 (sequence in its own unique index, the last sequence in meta ahead
-    /// of the table's last row) is re-keyed in place: every row and column kept, the sequence
     /// An outbox from before 1 KiB pages (4 KiB, created up to 2026-11-24: 19 KB per press) is
     /// rewritten with 1 KiB pages at the next start — WAL mode cannot change its page size, so
     /// through a rollback journal and VACUUM — keeping every row, and then writes a press in
-    /// three or five 1 KiB pages like any (mutation: without `shrinkPages` the page size stays 4096).
+    /// two or four 1 KiB pages like any (mutation: without `shrinkPages` the page size stays 4096).
     func testAnOutboxWith4KiBPagesIsRewrittenWith1KiBPagesWithoutLoss() throws {
         let dir = try TempDir()
         let path = dir.file("outbox.sqlite")
@@ -121,7 +141,7 @@ final class OutboxWearTests: XCTestCase {
         let body = [UInt8](repeating: 0x61, count: 336)
         _ = try outbox.append((0..<300).map { i in OutboxNewEvent(id: "e\(i)", type: i % 3 == 0 ? "beacon.entered" : "doorbell.pressed",
                                                                   createdAtMs: Int64(i)) { _ in body } }, bounds: nil, report: nil)
-        try outbox.settle(delivered: (0..<40).map { "e\($0)" })
+        try outbox.settle(deliveredIDs: (0..<40).map { "e\($0)" })
         outbox.close()
         var db: OpaquePointer?
         XCTAssertEqual(sqlite3_open(path, &db), SQLITE_OK)
@@ -136,9 +156,9 @@ final class OutboxWearTests: XCTestCase {
         XCTAssertEqual(try reopened.stats(), try reopened.countedStats())
         XCTAssertEqual(try reopened.stats().lastSequence, 300)
         XCTAssertEqual(try reopened.pending(limit: 1000).count, 260)
-        // VACUUM packs the leaves: the first press opens a new one (5 frames), the next fits (3).
+        // VACUUM packs the leaves: the first press opens a new one (4 frames), the next fits (2).
         let frames = try (0..<2).map { i in try walFrames(path) { _ = try reopened.append(id: "press\(i)", type: "doorbell.pressed", createdAtMs: 1) { _ in body } } }
-        XCTAssertEqual(frames, [5, 3])
+        XCTAssertEqual(frames, [4, 2])
         reopened.close()
 
         XCTAssertEqual(sqlite3_open(path, &db), SQLITE_OK)
@@ -150,6 +170,8 @@ final class OutboxWearTests: XCTestCase {
         XCTAssertEqual(rows(db, "SELECT * FROM meta ORDER BY key"), memory)
     }
 
+    /// An outbox written by v6 (sequence in its own unique index, the last sequence in meta ahead
+    /// of the table's last row) is re-keyed in place: every row and column kept, the sequence
     /// never goes back, and the next press gets the next one.
     func testAVersion6OutboxIsRekeyedBySequenceWithoutLoss() throws {
         let dir = try TempDir()
@@ -189,10 +211,73 @@ final class OutboxWearTests: XCTestCase {
         XCTAssertEqual(sqlite3_open(path, &db), SQLITE_OK)
         defer { sqlite3_close(db) }
         XCTAssertEqual(rows(db, allRows + " LIMIT 3"), before, "every row and column kept")
-        XCTAssertEqual(rows(db, "PRAGMA user_version"), [["7"]])
+        XCTAssertEqual(rows(db, "PRAGMA user_version"), [["8"]])
         XCTAssertEqual(rows(db, "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'events' ORDER BY name"),
-                       [["events_priority"], ["sqlite_autoindex_events_1"]], "the sequence is the key: no index of its own")
+                       [["events_priority"]], "the sequence is the key, the id has no index (v8)")
         XCTAssertEqual(rows(db, "SELECT value FROM meta WHERE key = 'delivered'"), [["30"]])
+    }
+
+    /// An outbox written by v7 (the sequence the key, the id in a UNIQUE constraint's automatic
+    /// index, which cannot be dropped) is rebuilt without the id's index: every row and column,
+    /// the meta counters and the button memory kept; the last sequence never goes back; rows are
+    /// then settled and acknowledged by sequence (mutation: without `migrateWithoutIDIndex` the
+    /// file keeps `sqlite_autoindex_events_1` and user_version 7).
+    func testAVersion7OutboxLosesItsIDIndexWithoutLoss() throws {
+        let dir = try TempDir()
+        let path = dir.file("outbox.sqlite")
+        var db: OpaquePointer?
+        XCTAssertEqual(sqlite3_open(path, &db), SQLITE_OK)
+        XCTAssertEqual(sqlite3_exec(db, """
+            PRAGMA page_size = 1024;
+            PRAGMA journal_mode = WAL;
+            CREATE TABLE events (sequence INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, type TEXT NOT NULL, body BLOB NOT NULL,
+                created_at_ms INTEGER NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, next_attempt_at_ms INTEGER NOT NULL DEFAULT 0,
+                last_error TEXT, dead INTEGER NOT NULL DEFAULT 0, sinks INTEGER NOT NULL DEFAULT 1,
+                clock_pending INTEGER NOT NULL DEFAULT 0, monotonic_us INTEGER, boot_id TEXT, priority INTEGER NOT NULL DEFAULT 0);
+            CREATE INDEX events_priority ON events (priority);
+            CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+            INSERT INTO meta VALUES ('last_sequence', 20), ('delivered', 31), ('evicted', 4);
+            CREATE TABLE button_memory (address TEXT PRIMARY KEY, packet_id INTEGER, counter INTEGER);
+            INSERT INTO button_memory VALUES ('AA:BB', 9, 77);
+            INSERT INTO events VALUES
+                (3, 'press', 'doorbell.pressed', x'7b7d', 100, 2, 5000, 'HTTP 500', 0, 1, 0, NULL, NULL, 3),
+                (5, 'parked', 'beacon.entered', x'7b2278227d', 200, 4, 0, 'HTTP 400', 1, 3, 0, NULL, NULL, 1),
+                (7, 'early', 'doorbell.pressed', x'7b7d7b', 300, 0, 0, NULL, 0, 3, 1, 42, 'boot-a', 3);
+            PRAGMA user_version = 7;
+            """, nil, nil, nil), SQLITE_OK)
+        let allRows = "SELECT sequence, id, type, hex(body), created_at_ms, attempts, next_attempt_at_ms, last_error, dead, sinks, clock_pending, monotonic_us, boot_id, priority FROM events ORDER BY sequence"
+        let before = rows(db, allRows)
+        sqlite3_close(db)
+        XCTAssertEqual(before.count, 3)
+
+        let outbox = try Outbox(path: path, sinks: [.cloud, .mqtt])
+        XCTAssertEqual(try outbox.stats().lastSequence, 20)
+        XCTAssertEqual(try outbox.stats().evicted, 4)
+        XCTAssertEqual(try outbox.stats(), try outbox.countedStats())
+        XCTAssertEqual(try outbox.buttonMemory()["AA:BB"], BTHomeButtonTracker.DeviceMemory(packetID: 9, counter: 77))
+        XCTAssertEqual(try outbox.pending(limit: 10).map(\.id), ["press", "early"])
+        XCTAssertEqual(try outbox.pendingForMQTT(after: 0, limit: 10).map(\.sequence), [5, 7])
+        outbox.close()
+
+        XCTAssertEqual(sqlite3_open(path, &db), SQLITE_OK)
+        XCTAssertEqual(rows(db, allRows), before, "every row and column kept")
+        XCTAssertEqual(rows(db, "PRAGMA user_version"), [["8"]])
+        XCTAssertEqual(rows(db, "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'events' ORDER BY name"),
+                       [["events_priority"]], "the id has no index")
+        XCTAssertEqual(rows(db, "SELECT key, value FROM meta ORDER BY key"), [["delivered", "31"], ["evicted", "4"], ["last_sequence", "20"]])
+        XCTAssertEqual(rows(db, "PRAGMA integrity_check"), [["ok"]])
+        sqlite3_close(db)
+
+        // Rows are found by sequence: settled, parked and acknowledged as before.
+        let reopened = try Outbox(path: path, sinks: [.cloud, .mqtt])
+        XCTAssertEqual(try reopened.append(id: "next", type: "doorbell.pressed", createdAtMs: 400) { _ in [1] }.sequence, 21)
+        try reopened.settle(delivered: [3], dead: [(21, "HTTP 400")])
+        try reopened.acknowledgeMQTT([5, 7])
+        XCTAssertEqual(try reopened.pending(limit: 10).map(\.sequence), [7])
+        XCTAssertEqual(try reopened.deadLetters(limit: 10).map(\.sequence), [5, 21])
+        XCTAssertEqual(try reopened.stats(), try reopened.countedStats())
+        XCTAssertEqual(try reopened.stats().lastSequence, 21)
+        reopened.close()
     }
 
     func rows(_ db: OpaquePointer?, _ sql: String) -> [[String]] {

@@ -68,8 +68,9 @@ public struct MQTTSession: Sendable {
         case disconnect
         /// Run the network loop for a slice; its callbacks tell the session what arrived.
         case service
-        /// Record these events as acknowledged by the broker (the outbox's MQTT mark).
-        case acknowledge([String])
+        /// Record these events (their sequences, the outbox's keys) as acknowledged by the broker
+        /// (the outbox's MQTT mark).
+        case acknowledge([Int64])
         /// Not tied to an event (availability): published, never tracked.
         case publish(MQTTMessage)
         case subscribe(String)
@@ -111,14 +112,14 @@ public struct MQTTSession: Sendable {
     public private(set) var status: MQTTSinkStatus
     /// The last event handed to the broker in full; the next read starts after it.
     public private(set) var cursor: Int64 = 0
-    /// Message id → its event. Kept across reconnects: libmosquitto sends unacknowledged messages
-    /// again with the same ids.
-    public private(set) var inFlight: [Int32: String] = [:]
-    /// Event → its messages not yet acknowledged.
-    public private(set) var outstanding: [String: Int] = [:]
+    /// Message id → its event's sequence. Kept across reconnects: libmosquitto sends
+    /// unacknowledged messages again with the same ids.
+    public private(set) var inFlight: [Int32: Int64] = [:]
+    /// Event (by sequence) → its messages not yet acknowledged.
+    public private(set) var outstanding: [Int64: Int] = [:]
     /// Failures to log, oldest first; `takeNews` empties it.
     public private(set) var news: [String] = []
-    private var acked: [String] = []
+    private var acked: [Int64] = []
     private var everConnected = false
     /// The broker refused the last CONNECT: its reason stays the error, not the disconnect after it.
     private var refused = false
@@ -315,13 +316,13 @@ public struct MQTTSession: Sendable {
     /// The broker's PUBACK for message `mid`.
     public mutating func acknowledgedByBroker(mid: Int32) {
         if discoveryUnacknowledged.remove(mid) != nil { return }
-        guard let id = inFlight.removeValue(forKey: mid) else { return }
-        let left = (outstanding[id] ?? 1) - 1
+        guard let sequence = inFlight.removeValue(forKey: mid) else { return }
+        let left = (outstanding[sequence] ?? 1) - 1
         if left <= 0 {
-            outstanding[id] = nil
-            acked.append(id)
+            outstanding[sequence] = nil
+            acked.append(sequence)
         } else {
-            outstanding[id] = left
+            outstanding[sequence] = left
         }
     }
 
@@ -350,8 +351,8 @@ public struct MQTTSession: Sendable {
             queue.removeAll()
             return
         }
-        for mid in mids { inFlight[mid] = event.id }
-        outstanding[event.id] = mids.count
+        for mid in mids { inFlight[mid] = event.sequence }
+        outstanding[event.sequence] = mids.count
         cursor = event.sequence
     }
 
