@@ -135,12 +135,28 @@ final class OutboxTests: XCTestCase {
         XCTAssertEqual(try second.pending(limit: 5).map(\.id), ["keep"])
     }
 
-    func testDuplicateIdIsRefusedAndTheSequenceIsNotConsumed() throws {
+    /// An insert SQLite refuses leaves no row and does not consume its sequence. (Until v8 the
+    /// refusal here was a duplicate id; ids have no UNIQUE since — each is a UUIDv7 the agent
+    /// makes as it stores the event, and nothing brings an id from outside.)
+    func testARefusedInsertDoesNotConsumeTheSequence() throws {
         let dir = try TempDir()
-        let outbox = try Outbox(path: dir.file("outbox.sqlite"))
-        _ = try outbox.append(id: "same", type: "t", createdAtMs: 0) { _ in [] }
-        XCTAssertThrowsError(try outbox.append(id: "same", type: "t", createdAtMs: 0) { _ in [] })
+        let path = dir.file("outbox.sqlite")
+        let outbox = try Outbox(path: path)
+        _ = try outbox.append(id: "first", type: "t", createdAtMs: 0) { _ in [] }
+        refuseBadInserts(path)
+        XCTAssertThrowsError(try outbox.append(id: "bad", type: "t", createdAtMs: 0) { _ in [] })
         XCTAssertEqual(try outbox.append(id: "other", type: "t", createdAtMs: 0) { _ in [] }.sequence, 2)
+        XCTAssertEqual(try outbox.pending(limit: 5).map(\.id), ["first", "other"])
+    }
+
+    /// Makes SQLite refuse the insert of a row with id "bad" (a failure in the middle of a batch),
+    /// through a connection of its own.
+    func refuseBadInserts(_ path: String) {
+        var db: OpaquePointer?
+        XCTAssertEqual(sqlite3_open(path, &db), SQLITE_OK)
+        XCTAssertEqual(sqlite3_exec(db, "CREATE TRIGGER refuse_bad BEFORE INSERT ON events WHEN NEW.id = 'bad' BEGIN SELECT RAISE(ABORT, 'refused'); END",
+                                    nil, nil, nil), SQLITE_OK)
+        sqlite3_close(db)
     }
 
     func testGroupCommitStoresABurstTogetherOrNotAtAll() throws {
@@ -152,9 +168,11 @@ final class OutboxTests: XCTestCase {
         let result = try outbox.append(burst, bounds: nil, report: nil)
         XCTAssertEqual(result.entries.map(\.sequence), [2, 3, 4, 5, 6])
         XCTAssertEqual(result.entries.map(\.body), (2...6).map { body(Int64($0)) })
-        // One transaction: a bad event in the middle (a duplicate id) leaves none of the burst.
+        // One transaction: a bad event in the middle (one SQLite refuses: a trigger here, as ids
+        // have no UNIQUE since v8) leaves none of the burst.
+        refuseBadInserts(path)
         let bad = [OutboxNewEvent(id: "c0", type: "t", createdAtMs: 0) { _ in [] },
-                   OutboxNewEvent(id: "b2", type: "t", createdAtMs: 0) { _ in [] },
+                   OutboxNewEvent(id: "bad", type: "t", createdAtMs: 0) { _ in [] },
                    OutboxNewEvent(id: "c2", type: "t", createdAtMs: 0) { _ in [] }]
         XCTAssertThrowsError(try outbox.append(bad, bounds: nil, report: nil))
         outbox.close()
@@ -253,8 +271,9 @@ final class OutboxTests: XCTestCase {
         typealias Memory = BTHomeButtonTracker.DeviceMemory
         _ = try outbox.append([OutboxNewEvent(id: "p1", type: "doorbell.pressed", createdAtMs: 0) { self.body($0) }],
                               memory: ["C0:11:22:33:44:02": Memory(packetID: 7, counter: nil)], bounds: nil, report: nil)
-        // A failing batch (a duplicate id) stores neither its events nor its packet ids.
-        XCTAssertThrowsError(try outbox.append([OutboxNewEvent(id: "p1", type: "doorbell.pressed", createdAtMs: 0) { self.body($0) }],
+        // A failing batch (an insert SQLite refuses) stores neither its events nor its packet ids.
+        refuseBadInserts(path)
+        XCTAssertThrowsError(try outbox.append([OutboxNewEvent(id: "bad", type: "doorbell.pressed", createdAtMs: 0) { self.body($0) }],
                                                memory: ["C0:11:22:33:44:02": Memory(packetID: 8, counter: nil)], bounds: nil, report: nil))
         XCTAssertEqual(try outbox.buttonMemory()["C0:11:22:33:44:02"], Memory(packetID: 7, counter: nil))
         // Packet ids alone (no event): stored, and the sequence does not move.

@@ -203,7 +203,7 @@ final class SyncerCrashTests: XCTestCase {
     }
 
     /// The write-ahead log is checkpointed beside the presses: with the checkpoint's fsync of the
-    /// database held (the first fsync of `outbox.sqlite` after the log passed 1,000 frames), the
+    /// database held (the first fsync of `outbox.sqlite` after the log passed 4,000 frames), the
     /// next press is committed and sent meanwhile, and nothing is lost or sent twice once it
     /// returns (fails on main, where SQLite's automatic checkpoint runs inside a commit under the
     /// outbox's lock: the next press waits behind it and is not sent while it is held).
@@ -215,8 +215,9 @@ final class SyncerCrashTests: XCTestCase {
         eventually(30, "agent answers") { agentStatus(rig.socket) != nil }
         FileManager.default.createFile(atPath: rig.hold, contents: nil)
         var presses = 0
-        // A press and its acknowledgement add ≈ 6 frames: the threshold comes after ≈ 170.
-        while presses < 400 && !FileManager.default.fileExists(atPath: rig.hold + ".entered") {
+        // A press and its acknowledgement add ≈ 5 frames (v8): the threshold (4,000 frames since
+        // 2026-11-28) comes after ≈ 800.
+        while presses < 1_500 && !FileManager.default.fileExists(atPath: rig.hold + ".entered") {
             rig.press()
             presses += 1
         }
