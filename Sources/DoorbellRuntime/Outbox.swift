@@ -333,7 +333,6 @@ public final class Outbox: @unchecked Sendable {
         }
         if version < 5 { try migrateClockStamps() }
         if version < 6 { try migratePriorities() }
-        if version < 7 { try migrateSequenceKey() }
         if version < 8 { try migrateWithoutIDIndex() }
     }
 
@@ -354,48 +353,18 @@ public final class Outbox: @unchecked Sendable {
         try? exec("VACUUM")
     }
 
-    /// v7: a press written in as few pages as SQLite allows. The sequence is the row's key (the
-    /// rowid), so no separate index on it; the last sequence is no longer written at every append
-    /// (the next one is the larger of the meta row and the table's last key), only where rows
-    /// leave (`keepLastSequence`). An append touches the table's last page, the id index and the
-    /// priority index: three pages in the WAL instead of five. The rows are copied as they are.
-    func migrateSequenceKey() throws(OutboxError) {
-        try transaction { () throws(OutboxError) in
-            let columns = "id, type, body, created_at_ms, attempts, next_attempt_at_ms, last_error, dead, sinks, clock_pending, monotonic_us, boot_id, priority"
-            try exec("""
-            CREATE TABLE events_v7 (
-                sequence INTEGER PRIMARY KEY,
-                id TEXT NOT NULL UNIQUE,
-                type TEXT NOT NULL,
-                body BLOB NOT NULL,
-                created_at_ms INTEGER NOT NULL,
-                attempts INTEGER NOT NULL DEFAULT 0,
-                next_attempt_at_ms INTEGER NOT NULL DEFAULT 0,
-                last_error TEXT,
-                dead INTEGER NOT NULL DEFAULT 0,
-                sinks INTEGER NOT NULL DEFAULT 1,
-                clock_pending INTEGER NOT NULL DEFAULT 0,
-                monotonic_us INTEGER,
-                boot_id TEXT,
-                priority INTEGER NOT NULL DEFAULT 0
-            );
-            INSERT INTO events_v7 (sequence, \(columns)) SELECT sequence, \(columns) FROM events ORDER BY sequence;
-            \(Self.keepLastSequenceStatement);
-            DROP TABLE events;
-            ALTER TABLE events_v7 RENAME TO events;
-            CREATE INDEX events_priority ON events (priority);
-            PRAGMA user_version = 7;
-            """)
-        }
-    }
-
-    /// v8: rows are found by their sequence (the rowid), never by id, so the id needs no index:
-    /// a press writes two b-tree pages (the table's last leaf, the priority index) instead of
-    /// three, its acknowledgement three instead of four. The UNIQUE constraint's automatic index
-    /// cannot be dropped, hence the rebuild (as v7). Ids stay unique without it: every id is a
-    /// UUIDv7 the agent makes for the event as it stores it (`AgentIngest.store`; nothing from
-    /// outside — control socket, MQTT, phone — brings an id of its own), 74 random bits per
-    /// millisecond, and a row is stored once, by one append.
+    /// v7 and v8: a press written in as few pages as SQLite allows, the table rebuilt (in one
+    /// transaction, every row copied as it is) — an index SQLite made for a constraint cannot be
+    /// dropped. v7: the sequence is the row's key (the rowid), so no separate index on it; the
+    /// last sequence is no longer written at every append (the next one is the larger of the
+    /// meta row and the table's last key), only where rows leave (`keepLastSequence`). v8: rows
+    /// are found by their sequence, never by id, so the id has no index (v7 kept its `UNIQUE`).
+    /// An append touches the table's last leaf and the priority index: two pages in the WAL
+    /// (five until v7, three in v7), an acknowledgement three (four in v7). Ids stay unique
+    /// without the constraint: each is a UUIDv7 the agent makes for the event as it stores it
+    /// (`AgentIngest.store`; nothing from outside — control socket, MQTT, phone — brings an id of
+    /// its own), 74 random bits per millisecond, and a row is stored once, by one append. v6 and
+    /// v7 tables have the same columns, so one copy serves both.
     func migrateWithoutIDIndex() throws(OutboxError) {
         try transaction { () throws(OutboxError) in
             let columns = "sequence, id, type, body, created_at_ms, attempts, next_attempt_at_ms, last_error, dead, sinks, clock_pending, monotonic_us, boot_id, priority"

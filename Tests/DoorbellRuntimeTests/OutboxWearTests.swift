@@ -176,26 +176,14 @@ final class OutboxWearTests: XCTestCase {
     func testAVersion6OutboxIsRekeyedBySequenceWithoutLoss() throws {
         let dir = try TempDir()
         let path = dir.file("outbox.sqlite")
-        var db: OpaquePointer?
-        XCTAssertEqual(sqlite3_open(path, &db), SQLITE_OK)
-        XCTAssertEqual(sqlite3_exec(db, """
-            PRAGMA page_size = 1024;
-            PRAGMA journal_mode = WAL;
-            CREATE TABLE events (id TEXT PRIMARY KEY, sequence INTEGER NOT NULL UNIQUE, type TEXT NOT NULL, body BLOB NOT NULL,
-                created_at_ms INTEGER NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, next_attempt_at_ms INTEGER NOT NULL DEFAULT 0,
-                last_error TEXT, dead INTEGER NOT NULL DEFAULT 0, sinks INTEGER NOT NULL DEFAULT 1,
-                clock_pending INTEGER NOT NULL DEFAULT 0, monotonic_us INTEGER, boot_id TEXT, priority INTEGER NOT NULL DEFAULT 0);
-            CREATE INDEX events_priority ON events (priority, sequence);
-            CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
-            INSERT INTO meta VALUES ('last_sequence', 12), ('delivered', 30), ('evicted', 2);
-            CREATE TABLE button_memory (address TEXT PRIMARY KEY, packet_id INTEGER, counter INTEGER);
-            INSERT INTO button_memory VALUES ('AA:BB', 7, 1234);
+        var db = writeOutboxFile(path, keys: "id TEXT PRIMARY KEY, sequence INTEGER NOT NULL UNIQUE",
+                                 index: "(priority, sequence)", meta: (12, 30, 2), button: (7, 1234), then: """
             INSERT INTO events VALUES
                 ('press', 3, 'doorbell.pressed', x'7b7d', 100, 2, 5000, 'HTTP 500', 0, 1, 0, NULL, NULL, 3),
                 ('parked', 5, 'beacon.entered', x'7b2278227d', 200, 4, 0, 'HTTP 400', 1, 3, 0, NULL, NULL, 1),
                 ('early', 7, 'doorbell.pressed', x'7b7d7b', 300, 0, 0, NULL, 0, 2, 1, 42, 'boot-a', 3);
             PRAGMA user_version = 6;
-            """, nil, nil, nil), SQLITE_OK)
+            """)
         let allRows = "SELECT id, sequence, type, hex(body), created_at_ms, attempts, next_attempt_at_ms, last_error, dead, sinks, clock_pending, monotonic_us, boot_id, priority FROM events ORDER BY sequence"
         let before = rows(db, allRows)
         sqlite3_close(db)
@@ -225,26 +213,14 @@ final class OutboxWearTests: XCTestCase {
     func testAVersion7OutboxLosesItsIDIndexWithoutLoss() throws {
         let dir = try TempDir()
         let path = dir.file("outbox.sqlite")
-        var db: OpaquePointer?
-        XCTAssertEqual(sqlite3_open(path, &db), SQLITE_OK)
-        XCTAssertEqual(sqlite3_exec(db, """
-            PRAGMA page_size = 1024;
-            PRAGMA journal_mode = WAL;
-            CREATE TABLE events (sequence INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, type TEXT NOT NULL, body BLOB NOT NULL,
-                created_at_ms INTEGER NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, next_attempt_at_ms INTEGER NOT NULL DEFAULT 0,
-                last_error TEXT, dead INTEGER NOT NULL DEFAULT 0, sinks INTEGER NOT NULL DEFAULT 1,
-                clock_pending INTEGER NOT NULL DEFAULT 0, monotonic_us INTEGER, boot_id TEXT, priority INTEGER NOT NULL DEFAULT 0);
-            CREATE INDEX events_priority ON events (priority);
-            CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
-            INSERT INTO meta VALUES ('last_sequence', 20), ('delivered', 31), ('evicted', 4);
-            CREATE TABLE button_memory (address TEXT PRIMARY KEY, packet_id INTEGER, counter INTEGER);
-            INSERT INTO button_memory VALUES ('AA:BB', 9, 77);
+        var db = writeOutboxFile(path, keys: "sequence INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE",
+                                 index: "(priority)", meta: (20, 31, 4), button: (9, 77), then: """
             INSERT INTO events VALUES
                 (3, 'press', 'doorbell.pressed', x'7b7d', 100, 2, 5000, 'HTTP 500', 0, 1, 0, NULL, NULL, 3),
                 (5, 'parked', 'beacon.entered', x'7b2278227d', 200, 4, 0, 'HTTP 400', 1, 3, 0, NULL, NULL, 1),
                 (7, 'early', 'doorbell.pressed', x'7b7d7b', 300, 0, 0, NULL, 0, 3, 1, 42, 'boot-a', 3);
             PRAGMA user_version = 7;
-            """, nil, nil, nil), SQLITE_OK)
+            """)
         let allRows = "SELECT sequence, id, type, hex(body), created_at_ms, attempts, next_attempt_at_ms, last_error, dead, sinks, clock_pending, monotonic_us, boot_id, priority FROM events ORDER BY sequence"
         let before = rows(db, allRows)
         sqlite3_close(db)
@@ -278,6 +254,29 @@ final class OutboxWearTests: XCTestCase {
         XCTAssertEqual(try reopened.stats(), try reopened.countedStats())
         XCTAssertEqual(try reopened.stats().lastSequence, 21)
         reopened.close()
+    }
+
+    /// An outbox file as an older agent wrote it: the events table with `keys` (how its id and
+    /// sequence were declared) and the priority index on `index`, the meta counters (last
+    /// sequence, delivered, evicted) and one button's memory; then `then` (its rows, its version).
+    func writeOutboxFile(_ path: String, keys: String, index: String, meta: (Int, Int, Int), button: (Int, Int), then: String) -> OpaquePointer? {
+        var db: OpaquePointer?
+        XCTAssertEqual(sqlite3_open(path, &db), SQLITE_OK)
+        XCTAssertEqual(sqlite3_exec(db, """
+            PRAGMA page_size = 1024;
+            PRAGMA journal_mode = WAL;
+            CREATE TABLE events (\(keys), type TEXT NOT NULL, body BLOB NOT NULL,
+                created_at_ms INTEGER NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, next_attempt_at_ms INTEGER NOT NULL DEFAULT 0,
+                last_error TEXT, dead INTEGER NOT NULL DEFAULT 0, sinks INTEGER NOT NULL DEFAULT 1,
+                clock_pending INTEGER NOT NULL DEFAULT 0, monotonic_us INTEGER, boot_id TEXT, priority INTEGER NOT NULL DEFAULT 0);
+            CREATE INDEX events_priority ON events \(index);
+            CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+            INSERT INTO meta VALUES ('last_sequence', \(meta.0)), ('delivered', \(meta.1)), ('evicted', \(meta.2));
+            CREATE TABLE button_memory (address TEXT PRIMARY KEY, packet_id INTEGER, counter INTEGER);
+            INSERT INTO button_memory VALUES ('AA:BB', \(button.0), \(button.1));
+            \(then)
+            """, nil, nil, nil), SQLITE_OK)
+        return db
     }
 
     func rows(_ db: OpaquePointer?, _ sql: String) -> [[String]] {
