@@ -184,9 +184,7 @@ final class OutboxWearTests: XCTestCase {
                 ('early', 7, 'doorbell.pressed', x'7b7d7b', 300, 0, 0, NULL, 0, 2, 1, 42, 'boot-a', 3);
             PRAGMA user_version = 6;
             """)
-        let allRows = "SELECT id, sequence, type, hex(body), created_at_ms, attempts, next_attempt_at_ms, last_error, dead, sinks, clock_pending, monotonic_us, boot_id, priority FROM events ORDER BY sequence"
-        let before = rows(db, allRows)
-        sqlite3_close(db)
+        let before = closed(db, Self.everyColumn)
         XCTAssertEqual(before.count, 3)
 
         let outbox = try Outbox(path: path, sinks: [.cloud, .mqtt])
@@ -198,7 +196,7 @@ final class OutboxWearTests: XCTestCase {
 
         XCTAssertEqual(sqlite3_open(path, &db), SQLITE_OK)
         defer { sqlite3_close(db) }
-        XCTAssertEqual(rows(db, allRows + " LIMIT 3"), before, "every row and column kept")
+        XCTAssertEqual(rows(db, Self.everyColumn + " LIMIT 3"), before, "every row and column kept")
         XCTAssertEqual(rows(db, "PRAGMA user_version"), [["8"]])
         XCTAssertEqual(rows(db, "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'events' ORDER BY name"),
                        [["events_priority"]], "the sequence is the key, the id has no index (v8)")
@@ -221,9 +219,7 @@ final class OutboxWearTests: XCTestCase {
                 (7, 'early', 'doorbell.pressed', x'7b7d7b', 300, 0, 0, NULL, 0, 3, 1, 42, 'boot-a', 3);
             PRAGMA user_version = 7;
             """)
-        let allRows = "SELECT sequence, id, type, hex(body), created_at_ms, attempts, next_attempt_at_ms, last_error, dead, sinks, clock_pending, monotonic_us, boot_id, priority FROM events ORDER BY sequence"
-        let before = rows(db, allRows)
-        sqlite3_close(db)
+        let before = closed(db, Self.everyColumn)
         XCTAssertEqual(before.count, 3)
 
         let outbox = try Outbox(path: path, sinks: [.cloud, .mqtt])
@@ -236,7 +232,7 @@ final class OutboxWearTests: XCTestCase {
         outbox.close()
 
         XCTAssertEqual(sqlite3_open(path, &db), SQLITE_OK)
-        XCTAssertEqual(rows(db, allRows), before, "every row and column kept")
+        XCTAssertEqual(rows(db, Self.everyColumn), before, "every row and column kept")
         XCTAssertEqual(rows(db, "PRAGMA user_version"), [["8"]])
         XCTAssertEqual(rows(db, "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'events' ORDER BY name"),
                        [["events_priority"]], "the id has no index")
@@ -277,6 +273,14 @@ final class OutboxWearTests: XCTestCase {
             \(then)
             """, nil, nil, nil), SQLITE_OK)
         return db
+    }
+
+    static let everyColumn = "SELECT sequence, id, type, hex(body), created_at_ms, attempts, next_attempt_at_ms, last_error, dead, sinks, clock_pending, monotonic_us, boot_id, priority FROM events ORDER BY sequence"
+
+    /// `sql`'s rows, then the connection closed (before the outbox opens the file).
+    func closed(_ db: OpaquePointer?, _ sql: String) -> [[String]] {
+        defer { sqlite3_close(db) }
+        return rows(db, sql)
     }
 
     func rows(_ db: OpaquePointer?, _ sql: String) -> [[String]] {
