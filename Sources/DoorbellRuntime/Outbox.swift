@@ -118,7 +118,13 @@ public struct OutboxError: Error, Sendable, CustomStringConvertible, Equatable {
 }
 
 public final class Outbox: @unchecked Sendable {
-    public static let schemaVersion: Int32 = 8
+    /// The file's `user_version`: the oldest agent schema that can use it. Layout v8 (rows found
+    /// by sequence, the id without an index) keeps 7: an agent of schema 7 finds rows by id with
+    /// a scan instead, but uses the file unchanged — so after a RAUC fallback from a trial slot
+    /// whose agent rebuilt the table, the previous release still opens its outbox (it refuses a
+    /// larger number: "newer than this agent understands"). A layout the previous release
+    /// cannot use is the only reason to raise it.
+    public static let schemaVersion: Int32 = 7
     public let path: String
     /// The sinks new events are stored for.
     public private(set) var sinks: OutboxSinks
@@ -333,7 +339,14 @@ public final class Outbox: @unchecked Sendable {
         }
         if version < 5 { try migrateClockStamps() }
         if version < 6 { try migratePriorities() }
-        if version < 8 { try migrateWithoutIDIndex() }
+        let idIndexed = try hasIDIndex()
+        if version < 7 || idIndexed { try migrateWithoutIDIndex() }
+    }
+
+    /// Layout v7 or older: the id still in its constraint's automatic index (an agent of schema 7
+    /// writing into a v8 file does not bring it back).
+    func hasIDIndex() throws(OutboxError) -> Bool {
+        try queryInt("SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND tbl_name = 'events' AND name LIKE 'sqlite_autoindex_events_%'") ?? 0 > 0
     }
 
     /// The page size new outboxes get (see init): an outbox created before it (4 KiB pages, up to
@@ -364,7 +377,8 @@ public final class Outbox: @unchecked Sendable {
     /// without the constraint: each is a UUIDv7 the agent makes for the event as it stores it
     /// (`AgentIngest.store`; nothing from outside — control socket, MQTT, phone — brings an id of
     /// its own), 74 random bits per millisecond, and a row is stored once, by one append. v6 and
-    /// v7 tables have the same columns, so one copy serves both.
+    /// v7 tables have the same columns, so one copy serves both. The file stays at user_version
+    /// 7 (`schemaVersion`): the previous release can still use it after a fallback.
     func migrateWithoutIDIndex() throws(OutboxError) {
         try transaction { () throws(OutboxError) in
             let columns = "sequence, id, type, body, created_at_ms, attempts, next_attempt_at_ms, last_error, dead, sinks, clock_pending, monotonic_us, boot_id, priority"
@@ -390,7 +404,7 @@ public final class Outbox: @unchecked Sendable {
             DROP TABLE events;
             ALTER TABLE events_v8 RENAME TO events;
             CREATE INDEX events_priority ON events (priority);
-            PRAGMA user_version = 8;
+            PRAGMA user_version = 7;
             """)
         }
     }

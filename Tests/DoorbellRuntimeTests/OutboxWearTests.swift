@@ -197,7 +197,7 @@ final class OutboxWearTests: XCTestCase {
         XCTAssertEqual(sqlite3_open(path, &db), SQLITE_OK)
         defer { sqlite3_close(db) }
         XCTAssertEqual(rows(db, Self.everyColumn + " LIMIT 3"), before, "every row and column kept")
-        XCTAssertEqual(rows(db, "PRAGMA user_version"), [["8"]])
+        XCTAssertEqual(rows(db, "PRAGMA user_version"), [["7"]], "user_version stays 7: the previous release opens the file")
         XCTAssertEqual(rows(db, "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'events' ORDER BY name"),
                        [["events_priority"]], "the sequence is the key, the id has no index (v8)")
         XCTAssertEqual(rows(db, "SELECT value FROM meta WHERE key = 'delivered'"), [["30"]])
@@ -206,8 +206,8 @@ final class OutboxWearTests: XCTestCase {
     /// An outbox written by v7 (the sequence the key, the id in a UNIQUE constraint's automatic
     /// index, which cannot be dropped) is rebuilt without the id's index: every row and column,
     /// the meta counters and the button memory kept; the last sequence never goes back; rows are
-    /// then settled and acknowledged by sequence (mutation: without `migrateWithoutIDIndex` the
-    /// file keeps `sqlite_autoindex_events_1` and user_version 7).
+    /// then settled and acknowledged by sequence (mutation: without the `hasIDIndex` check the
+    /// file keeps `sqlite_autoindex_events_1`).
     func testAVersion7OutboxLosesItsIDIndexWithoutLoss() throws {
         let dir = try TempDir()
         let path = dir.file("outbox.sqlite")
@@ -233,7 +233,7 @@ final class OutboxWearTests: XCTestCase {
 
         XCTAssertEqual(sqlite3_open(path, &db), SQLITE_OK)
         XCTAssertEqual(rows(db, Self.everyColumn), before, "every row and column kept")
-        XCTAssertEqual(rows(db, "PRAGMA user_version"), [["8"]])
+        XCTAssertEqual(rows(db, "PRAGMA user_version"), [["7"]], "user_version stays 7: the previous release opens the file")
         XCTAssertEqual(rows(db, "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'events' ORDER BY name"),
                        [["events_priority"]], "the id has no index")
         XCTAssertEqual(rows(db, "SELECT key, value FROM meta ORDER BY key"), [["delivered", "31"], ["evicted", "4"], ["last_sequence", "20"]])
@@ -250,6 +250,42 @@ final class OutboxWearTests: XCTestCase {
         XCTAssertEqual(try reopened.stats(), try reopened.countedStats())
         XCTAssertEqual(try reopened.stats().lastSequence, 21)
         reopened.close()
+    }
+
+    /// After a RAUC fallback from a trial slot the previous release (outbox schema 7) opens the
+    /// file this agent rebuilt: user_version is still 7 (schema 7 refuses a larger one, and the
+    /// box would have no agent), and schema 7's own statements — a press inserted with its id and
+    /// sequence, rows found by id — work on it; this agent then opens it again and goes on
+    /// (mutation: the rebuild stamping user_version 8 fails the first assertion).
+    func testThePreviousReleaseUsesTheFileAfterAFallback() throws {
+        let dir = try TempDir()
+        let path = dir.file("outbox.sqlite")
+        let outbox = try Outbox(path: path, sinks: [.cloud])
+        _ = try outbox.append(id: "first", type: "doorbell.pressed", createdAtMs: 100) { _ in [1] }
+        _ = try outbox.append(id: "second", type: "doorbell.pressed", createdAtMs: 200) { _ in [2] }
+        outbox.close()
+
+        var db: OpaquePointer?
+        XCTAssertEqual(sqlite3_open(path, &db), SQLITE_OK)
+        XCTAssertEqual(rows(db, "PRAGMA user_version"), [["7"]], "an agent of schema 7 opens it")
+        // Schema 7's statements (Outbox.swift and Outbox+Queue.swift as of a52d34e), as that release runs them.
+        XCTAssertEqual(sqlite3_exec(db, """
+            BEGIN IMMEDIATE;
+            INSERT INTO events (id, sequence, type, body, created_at_ms, sinks, clock_pending, monotonic_us, boot_id, priority)
+                SELECT 'third', 3, 'doorbell.pressed', x'33', 300, 1, 0, NULL, NULL, priority FROM events WHERE id = 'second';
+            UPDATE events SET attempts = attempts + 1, last_error = 'HTTP 500', next_attempt_at_ms = 9 WHERE id = 'second';
+            UPDATE meta SET value = MAX(value, COALESCE((SELECT MAX(sequence) FROM events), 0)) WHERE key = 'last_sequence';
+            DELETE FROM events WHERE id = 'first' AND sinks = 1;
+            UPDATE meta SET value = value + 1 WHERE key = 'delivered';
+            COMMIT;
+            """, nil, nil, nil), SQLITE_OK)
+        sqlite3_close(db)
+
+        let again = try Outbox(path: path, sinks: [.cloud])
+        defer { again.close() }
+        XCTAssertEqual(try again.pending(limit: 10).map(\.id), ["second", "third"])
+        XCTAssertEqual(try again.stats(), try again.countedStats())
+        XCTAssertEqual(try again.append(id: "fourth", type: "doorbell.pressed", createdAtMs: 400) { _ in [4] }.sequence, 4)
     }
 
     /// An outbox file as an older agent wrote it: the events table with `keys` (how its id and
