@@ -240,8 +240,13 @@ class ImageGuest(rig.Guest):
         if os.path.exists(out):
             os.remove(out)
         mib = 1024 * 1024
-        subprocess.run(["qemu-img", "dd", "-f", "qcow2", "-O", "raw", f"bs={mib}", f"skip={start // mib}", f"count={size // mib}",
+        # qemu-img dd counts count= from the start of the input, skipped blocks included (unlike
+        # dd): count=size would leave the partition's last `start` bytes out, and a file the guest
+        # wrote there would read short (the seventh run's 9e: a/initrd.img cut at 10 of 36 MB).
+        subprocess.run(["qemu-img", "dd", "-f", "qcow2", "-O", "raw", f"bs={mib}", f"skip={start // mib}", f"count={(start + size) // mib}",
                         f"if={self.disk}", f"of={out}"], check=True)
+        if os.path.getsize(out) != size:
+            raise RuntimeError(f"the FAT partition's copy is {os.path.getsize(out)} bytes, the partition {size}")
         return out
 
     def firmware(self):
