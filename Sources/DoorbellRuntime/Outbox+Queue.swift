@@ -204,18 +204,6 @@ extension Outbox {
         }
     }
 
-    /// Tools and tests: a row found by its event id — a scan of the table, as the id has no index
-    /// (v8); the uplink and the sinks pass the sequence they read.
-    public func markDelivered(id: String) throws(OutboxError) {
-        guard let sequence = try sequence(ofID: id) else { return }
-        try settle(delivered: [sequence])
-    }
-
-    /// The sequence of the row with event id `id`, if any (a scan: not for a hot path).
-    public func sequence(ofID id: String) throws(OutboxError) -> Int64? {
-        try locked { () throws(OutboxError) -> Int64? in try queryInt("SELECT sequence FROM events WHERE id = ?", .text(id)) }
-    }
-
     /// What became of a window of deliveries: acknowledged rows leave, refused ones are parked,
     /// failed ones count an attempt — all in one transaction (one fsync, shared page writes).
     /// A power cut before the commit sends the acknowledged ones again; receivers deduplicate.

@@ -4,6 +4,16 @@
 /// the id has no index). Each id is looked up by a scan — fine for a test's few rows. An id not
 /// in the table maps to a sequence no row has.
 extension Outbox {
+    /// The sequence of the row with event id `id`, if any (a scan of the table).
+    func sequence(ofID id: String) throws -> Int64? {
+        try locked { () throws(OutboxError) -> Int64? in try queryInt("SELECT sequence FROM events WHERE id = ?", .text(id)) }
+    }
+
+    func markDelivered(id: String) throws {
+        guard let sequence = try sequence(ofID: id) else { return }
+        try settle(delivered: [sequence])
+    }
+
     func sequences(_ ids: [String]) throws -> [Int64] { try ids.map { try sequence(ofID: $0) ?? -1 } }
 
     func settle(deliveredIDs: [String], failed: [(id: String, error: String, nextAttemptAtMs: Int64)] = [],
