@@ -5,7 +5,9 @@ import Glibc
 // attempt afresh (webhook-timestamp is the attempt's time), POSTs them over one kept-alive
 // connection, and removes each only after a 2xx. Under a backlog a window of up to
 // `uplink.max_in_flight` events is in flight at once (HTTP/2 streams; one after the other over
-// HTTP/1.1), and the window's outcomes are written in one transaction. Every decision (which
+// HTTP/1.1), and the window's outcomes are written in one transaction — when every event of it
+// went, while the next window's first request is on the wire (or before the uplink waits), so the
+// receiver does not idle through the write; the next read skips those rows. Every decision (which
 // events, the receiver's and each event's backoff, parking) is UplinkMachine's; nothing is dropped.
 // Between windows, when HeartbeatSchedule says one is due, a signed heartbeat (not an event) goes
 // to the cloud's heartbeat URL on the same connection, so status can say the cloud answers even
@@ -72,6 +74,10 @@ public final class Deliverer: @unchecked Sendable {
     private let heartbeatURL: String
     /// The RAUC slot the kernel booted (`rauc.slot=` on its command line), if it says.
     private let bootSlot: String?
+    /// The last window, answered 2xx throughout, whose outcomes are not written yet (`settle`):
+    /// written while the next window's first request is out, or before the loop waits or ends.
+    private var unwritten: (attempts: [Attempt], verdicts: [UplinkMachine.Verdict])?
+    private var unwrittenSequences: Set<Int64> = []
     /// An idle uplink still wakes this often (one indexed read) so its heartbeat shows it alive.
     static let idleWakeMicros: Int64 = 30_000_000
     public let heartbeat: Heartbeat
@@ -109,6 +115,7 @@ public final class Deliverer: @unchecked Sendable {
         try startLoop(heartbeat, thread: "uplink") { [self] in
             do throws(OutboxError) { try outbox.clearBackoffs() } catch { log.error("outbox.write_failed", [("error", error.description)]) }
             loop()
+            writeOutcomes()
             client = nil
             done.signal()
         }
@@ -139,9 +146,12 @@ public final class Deliverer: @unchecked Sendable {
                 // The oldest due events, and the newest presses wherever they are in the backlog.
                 // A second early: the machine holds each event to its exact (monotonic) time, and a
                 // row the query missed by a millisecond would wait for the next wake-up.
-                let due = try outbox.due(nowWallMs: Clocks.wallMicros() / 1000 + 1_000, limit: max(64, settings.maxInFlight + 1))
+                // Twice a window: a window fills even when some rows are a moment short of due.
+                let limit = max(16, 2 * settings.maxInFlight + 1) + unwrittenSequences.count
+                let due = try outbox.due(nowWallMs: Clocks.wallMicros() / 1000 + 1_000, limit: limit)
                 let known = Set(due.map(\.id))
-                pending = (due + (try outbox.newestPresses(limit: 8)).filter { !known.contains($0.id) }).sorted { $0.sequence < $1.sequence }
+                pending = (due + (try outbox.newestPresses(limit: 8)).filter { !known.contains($0.id) })
+                    .filter { !unwrittenSequences.contains($0.sequence) }.sorted { $0.sequence < $1.sequence }
             } catch {
                 log.error("outbox.read_failed", [("error", error.description)])
                 heartbeat.wait(wake, timeoutMicros: 5_000_000)
@@ -157,8 +167,10 @@ public final class Deliverer: @unchecked Sendable {
             let state = HeartbeatSchedule.uplink(action, receiverNotBeforeMono: machine.receiverNotBefore, nowMonoMicros: now,
                                                  requireClockSync: clock.requireSync) { synced ?? Clocks.isWallClockSynchronized(clock) }
             var beatDue = Int64.max
+            if case .send = action {} else { writeOutcomes() } // nothing is left unwritten while the loop waits
             switch heartbeats.next(nowMonoMicros: now, uplink: state) {
             case .send:
+                writeOutcomes()
                 sendHeartbeat(rng: &rng)
                 continue
             case let .wait(until):
@@ -242,7 +254,8 @@ public final class Deliverer: @unchecked Sendable {
         }
     }
 
-    /// One attempt for each event of the window: signed, then POSTed together.
+    /// One attempt for each event of the window, each signed as it is handed to libcurl (the
+    /// next one already while the one before is out), POSTed together.
     private func deliver(_ window: [OutboxEntry]) -> [Attempt] {
         let client: HTTPSClient
         switch connectedClient() {
@@ -253,26 +266,37 @@ public final class Deliverer: @unchecked Sendable {
             fail(window[0], error.description)
             return [Attempt(entry: window[0], message: error.description)]
         }
-        var attempts: [Attempt] = []
-        var requests: [HTTPRequest] = []
-        var sent: [Int] = [] // request index → attempt index
+        var attempts = window.map { Attempt(entry: $0) }
         let userAgent = "doorbell-agent/\(AgentVersion.current)"
-        for entry in window {
+        var ahead: [Int: HTTPRequest?] = [:] // signed while the request before was out (nil: signing failed)
+        var handedOut = 0 // requests made so far: the next to sign ahead is this one
+        func sign(_ i: Int) -> HTTPRequest? {
+            let entry = window[i]
             do {
                 let headers = try signer.headers(id: entry.id, timestamp: Clocks.wallSeconds(), body: entry.body,
                                                  gatewayID: gatewayID, userAgent: userAgent)
-                sent.append(attempts.count)
-                requests.append(HTTPRequest(body: entry.body, headers: headers))
-                attempts.append(Attempt(entry: entry))
+                return HTTPRequest(body: entry.body, headers: headers)
             } catch {
                 fail(entry, error.description)
-                attempts.append(Attempt(entry: entry, message: error.description))
+                attempts[i].message = error.description
+                return nil
             }
         }
         busySince.withLock { $0 = Clocks.monotonicMicros() }
-        client.send(requests) { index, result in
+        client.send(count: window.count, request: { i in
+            handedOut = i + 1
+            if let made = ahead.removeValue(forKey: i) { return made }
+            return sign(i)
+        }, whileWaiting: { [self] in
+            // One piece at a time, each far shorter than a request's round trip.
+            if unwritten != nil {
+                writeOutcomes()
+            } else if handedOut < window.count && ahead[handedOut] == nil {
+                ahead[handedOut] = .some(sign(handedOut))
+            }
+        }) { index, result in
             busySince.withLock { $0 = Clocks.monotonicMicros() }
-            let i = sent[index]
+            let i = index
             let entry = attempts[i].entry
             switch result {
             case let .failure(error):
@@ -299,14 +323,41 @@ public final class Deliverer: @unchecked Sendable {
             }
         }
         busySince.withLock { $0 = nil }
+        writeOutcomes() // if no wait came to write them (every request failed at once)
         return attempts
     }
 
-    /// The machine's verdicts, written in one transaction; then counted and logged.
+    /// The machine's verdicts. A window that went whole is written later (`writeOutcomes`), any
+    /// other at once: failures, backoffs and parkings are on disk before the next decision.
     private func settle(_ attempts: [Attempt], rng: inout SystemRandomNumberGenerator) {
         let nowMono = Clocks.monotonicMicros()
+        let verdicts = machine.settle(attempts.map { ($0.entry.uplinkItem, $0.answer) }, nowMonoMicros: nowMono,
+                                      nowWallMs: Clocks.wallMicros() / 1000, random: &rng)
+        if verdicts.contains(.delivered) { heartbeats.cloudAnswered(nowMonoMicros: nowMono) }
+        writeOutcomes()
+        if !verdicts.isEmpty && verdicts.allSatisfy({ $0 == .delivered }) {
+            unwritten = (attempts, verdicts)
+            unwrittenSequences = Set(attempts.map(\.entry.sequence))
+        } else {
+            write(attempts, verdicts, rng: &rng)
+        }
+    }
+
+    /// The last window's outcomes, if still unwritten.
+    private func writeOutcomes() {
+        guard let (attempts, verdicts) = unwritten else { return }
+        unwritten = nil
+        unwrittenSequences = []
+        var rng = SystemRandomNumberGenerator()
+        write(attempts, verdicts, rng: &rng)
+    }
+
+    /// The verdicts, written in one transaction; then counted and logged. A row acknowledged but
+    /// not written (a failed write, a power cut before it) is sent again; receivers deduplicate.
+    private func write(_ attempts: [Attempt], _ given: [UplinkMachine.Verdict], rng: inout SystemRandomNumberGenerator) {
+        var verdicts = given
+        let nowMono = Clocks.monotonicMicros()
         let nowWallMs = Clocks.wallMicros() / 1000
-        var verdicts = machine.settle(attempts.map { ($0.entry.uplinkItem, $0.answer) }, nowMonoMicros: nowMono, nowWallMs: nowWallMs, random: &rng)
         let lastError = status.snapshot.lastError ?? "unknown"
         let failed = zip(attempts, verdicts).compactMap { a, v -> (sequence: Int64, error: String, nextAttemptAtMs: Int64)? in
             guard case let .retry(_, at) = v else { return nil }
@@ -334,7 +385,6 @@ public final class Deliverer: @unchecked Sendable {
             }
         }
         if let last = delivered.last {
-            heartbeats.cloudAnswered(nowMonoMicros: nowMono)
             status.withLock {
                 $0.delivered += delivered.count
                 $0.lastSuccessWallMicros = last.acknowledgedWallMicros

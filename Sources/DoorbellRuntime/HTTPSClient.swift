@@ -239,24 +239,41 @@ public final class HTTPSClient {
     /// order), on this thread. Returns when all have finished; each has libcurl's own timeouts,
     /// and the whole call is bounded by as many timeouts as requests.
     public func send(_ requests: [HTTPRequest], completed: (Int, Result<HTTPResponse, TransportError>) -> Void) {
-        guard !requests.isEmpty else { return }
+        send(count: requests.count, request: { requests[$0] }, whileWaiting: {}, completed: completed)
+    }
+
+    /// The same for `count` requests made as each is handed to libcurl (over HTTP/1.1 one at a
+    /// time, so the caller can sign each just before it goes); `request(i)` nil skips it (the
+    /// caller has counted it). `whileWaiting` runs on this thread each time the call is about to
+    /// wait for the receiver: small pieces of work the caller would otherwise do while the
+    /// receiver idles (the uplink writes the last window's outcomes and signs the next request).
+    public func send(count: Int, request: (Int) -> HTTPRequest?, whileWaiting: () -> Void,
+                     completed: (Int, Result<HTTPResponse, TransportError>) -> Void) {
+        guard count > 0 else { return }
         var slots: [Transfer] = []
-        for i in requests.indices {
+        for i in 0..<count {
             do {
                 slots.append(try transfer(i))
             } catch {
-                for j in i..<requests.count { completed(j, .failure(error)) }
+                for j in i..<count { completed(j, .failure(error)) }
                 break
             }
         }
         var next = 0 // the next request to hand to libcurl
         var active = 0
-        func start() {
+        /// Whether it handed libcurl a request.
+        @discardableResult func start() -> Bool {
+            let before = active
             // Over HTTP/2 the whole window at once; otherwise one at a time, so each request's
             // timeout runs while it is on the wire, not while it waits for the connection.
             while next < slots.count && (active == 0 || multiplexing) {
                 let t = slots[next]
-                prepare(t, requests[next], index: next)
+                guard let made = request(next) else {
+                    t.index = -1
+                    next += 1
+                    continue
+                }
+                prepare(t, made, index: next)
                 let rc = curl_multi_add_handle(multi, t.handle)
                 if rc != CURLM_OK {
                     t.index = -1
@@ -267,6 +284,7 @@ public final class HTTPSClient {
                 }
                 next += 1
             }
+            return active > before
         }
         start()
         let perRequest = Int64(options.connectTimeoutMs + options.requestTimeoutMs) * 1000
@@ -300,7 +318,7 @@ public final class HTTPSClient {
                     multiplexing = false // the next window learns the new connection's protocol first
                 }
             }
-            start()
+            let started = start()
             if active == 0 { break }
             if Clocks.monotonicMicros() > deadline {
                 // libcurl enforces every timeout itself; this only bounds the loop for certain.
@@ -314,6 +332,9 @@ public final class HTTPSClient {
                 active = 0
                 break
             }
+            // A request just handed over goes on the wire (the next perform) before other work.
+            if started { continue }
+            whileWaiting()
             var fds: Int32 = 0
             _ = curl_multi_poll(multi, nil, 0, 1000, &fds)
         }

@@ -163,6 +163,28 @@ final class HTTPSClientTests: XCTestCase {
         XCTAssertEqual(Set(requests.compactMap { $0["connection"]?.intValue }), [1])
     }
 
+    /// The uplink's form: over HTTP/1.1 each request is made only when it is handed over (after
+    /// the one before was answered), so it is signed at its own time; the caller's work runs while
+    /// requests are out; a request the caller could not make (nil) is skipped without an answer.
+    func testRequestsAreMadeOneAtATimeAndTheCallerWorksWhileTheyAreOut() throws {
+        try startServer(script: "200")
+        let c = try client()
+        var trace: [String] = []
+        var waits = 0
+        c.send(count: 4, request: { i in
+            trace.append("make \(i)")
+            return i == 2 ? nil : HTTPRequest(body: Array("{\"n\":\(i)}".utf8), headers: [])
+        }, whileWaiting: {
+            waits += 1
+        }) { i, r in
+            if case let .success(response) = r { trace.append("\(response.status) \(i)") } else { trace.append("failed \(i)") }
+        }
+        XCTAssertEqual(trace, ["make 0", "200 0", "make 1", "200 1", "make 2", "make 3", "200 3"],
+                       "made lazily, one at a time; the one not made is skipped")
+        XCTAssertGreaterThan(waits, 0, "the caller was offered the waits")
+        XCTAssertEqual(requests.compactMap { $0["body"]?.stringValue }, ["{\"n\":0}", "{\"n\":1}", "{\"n\":3}"])
+    }
+
     func testProxyIsUsedWhenConfigured() throws {
         try startServer(script: "200")
         let (proxy, proxyPort) = try startHelper("/usr/bin/python3", "connect_proxy.py", ["--log", dir.file("proxy.jsonl")], name: "proxy")
