@@ -144,8 +144,11 @@ public final class MQTTSink: @unchecked Sendable {
             let rc = mosquitto_loop(m, 100, 1)
             if rc == MOSQ_ERR_SUCCESS.rawValue {
                 session.serviced()
-            } else if session.serviceFailed(at: now, random: &rng) {
-                log.warning("mqtt.connection_lost", [("broker", session.status.broker), ("error", Self.describe(rc, host: settings.host, port: settings.port))])
+            } else {
+                let error = Self.describe(rc, host: settings.host, port: settings.port)
+                if session.serviceFailed(error, at: now, random: &rng) {
+                    log.warning("mqtt.connection_lost", [("broker", session.status.broker), ("error", error)])
+                }
             }
         case let .acknowledge(sequences):
             acknowledge(sequences)

@@ -156,6 +156,20 @@ import Testing
         #expect(s.status.lastError == "the broker refused the connection: Connection Refused: broker unavailable.")
     }
 
+    @Test func aHandshakeThatFailsAfterTheConnectIsTheLastError() {
+        var s = MQTTSession(settings: Self.settings(), broker: "b")
+        var rng = SeededRandom(seed: 9)
+        _ = s.next(at: Self.at(0), random: &rng)
+        s.connectSent(at: Self.at(0))
+        let tls = "TLS with the broker at b:8883 failed: check mqtt.ca_file and that the broker's certificate is for b"
+        #expect(s.serviceFailed(tls, at: Self.at(1), random: &rng) == false, "never connected: nothing was lost")
+        #expect(s.status.lastError == tls && !s.status.connected)
+        guard case .backingOff = s.connection else { Issue.record("\(s.connection)"); return }
+        // Once connected, a failed loop is a lost connection (logged), and a failure while backing off says nothing new.
+        #expect(s.serviceFailed("again", at: Self.at(2), random: &rng) == false)
+        #expect(s.status.lastError == tls)
+    }
+
     @Test func aLostConnectionKeepsItsEventsInFlightForTheSameSession() {
         var s = MQTTSession(settings: Self.settings(), broker: "b")
         var rng = SeededRandom(seed: 8)

@@ -306,8 +306,12 @@ public struct MQTTSession: Sendable {
 
     /// The network loop failed (the connection is gone); returns whether it was connected, which
     /// is worth a warning of its own.
-    public mutating func serviceFailed(at now: Time, random: inout some RandomNumberGenerator) -> Bool {
+    /// `error`, the transport's words, becomes the last error when the connection failed before the
+    /// broker answered the CONNECT (a TLS handshake refused by a wrong ca_file happens here, after
+    /// connect returned): otherwise status would say nothing about why it never connected.
+    public mutating func serviceFailed(_ error: String? = nil, at now: Time, random: inout some RandomNumberGenerator) -> Bool {
         let wasConnected = connection == .connected
+        if case .connecting = connection, let error { fail(error, at: now) }
         leaveConnected()
         backOff(at: now, random: &random)
         return wasConnected
