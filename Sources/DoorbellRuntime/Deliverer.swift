@@ -77,7 +77,6 @@ public final class Deliverer: @unchecked Sendable {
     /// The last window, answered 2xx throughout, whose outcomes are not written yet (`settle`):
     /// written while the next window's first request is out, or before the loop waits or ends.
     private var unwritten: (attempts: [Attempt], verdicts: [UplinkMachine.Verdict])?
-    private var unwrittenSequences: Set<Int64> = []
     /// An idle uplink still wakes this often (one indexed read) so its heartbeat shows it alive.
     static let idleWakeMicros: Int64 = 30_000_000
     public let heartbeat: Heartbeat
@@ -147,6 +146,7 @@ public final class Deliverer: @unchecked Sendable {
                 // A second early: the machine holds each event to its exact (monotonic) time, and a
                 // row the query missed by a millisecond would wait for the next wake-up.
                 // Twice a window: a window fills even when some rows are a moment short of due.
+                let unwrittenSequences = Set(unwritten?.attempts.map(\.entry.sequence) ?? [])
                 let limit = max(16, 2 * settings.maxInFlight + 1) + unwrittenSequences.count
                 let due = try outbox.due(nowWallMs: Clocks.wallMicros() / 1000 + 1_000, limit: limit)
                 let known = Set(due.map(\.id))
@@ -323,7 +323,6 @@ public final class Deliverer: @unchecked Sendable {
             }
         }
         busySince.withLock { $0 = nil }
-        writeOutcomes() // if no wait came to write them (every request failed at once)
         return attempts
     }
 
@@ -334,10 +333,9 @@ public final class Deliverer: @unchecked Sendable {
         let verdicts = machine.settle(attempts.map { ($0.entry.uplinkItem, $0.answer) }, nowMonoMicros: nowMono,
                                       nowWallMs: Clocks.wallMicros() / 1000, random: &rng)
         if verdicts.contains(.delivered) { heartbeats.cloudAnswered(nowMonoMicros: nowMono) }
-        writeOutcomes()
+        writeOutcomes() // the window before, if no wait during this one came to write it
         if !verdicts.isEmpty && verdicts.allSatisfy({ $0 == .delivered }) {
             unwritten = (attempts, verdicts)
-            unwrittenSequences = Set(attempts.map(\.entry.sequence))
         } else {
             write(attempts, verdicts, rng: &rng)
         }
@@ -347,7 +345,6 @@ public final class Deliverer: @unchecked Sendable {
     private func writeOutcomes() {
         guard let (attempts, verdicts) = unwritten else { return }
         unwritten = nil
-        unwrittenSequences = []
         var rng = SystemRandomNumberGenerator()
         write(attempts, verdicts, rng: &rng)
     }

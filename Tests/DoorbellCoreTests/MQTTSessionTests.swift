@@ -165,7 +165,7 @@ import Testing
         #expect(s.serviceFailed(tls, at: Self.at(1), random: &rng) == false, "never connected: nothing was lost")
         #expect(s.status.lastError == tls && !s.status.connected)
         guard case .backingOff = s.connection else { Issue.record("\(s.connection)"); return }
-        // Once connected, a failed loop is a lost connection (logged), and a failure while backing off says nothing new.
+        // A failure while backing off (no CONNECT out) says nothing new.
         #expect(s.serviceFailed("again", at: Self.at(2), random: &rng) == false)
         #expect(s.status.lastError == tls)
     }
