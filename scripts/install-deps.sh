@@ -24,6 +24,8 @@ packages+=(mmdebstrap qemu-user-static)
 packages+=(fdisk dosfstools mtools e2fsprogs xz-utils git)
 # Update bundles (make bundle): RAUC signs them (its CMS over a squashfs of the root slot).
 packages+=(rauc squashfs-tools openssl)
+# make bench's instruction counts (callgrind) and the release link order (scripts/footprint/make-order-file.sh).
+packages+=(valgrind)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
