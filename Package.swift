@@ -2,11 +2,11 @@
 import PackageDescription
 
 // Release builds of the agent (its package, the image, make bench) keep the code a gateway runs
-// while idle together: every function in a section of its own, laid out by
+// while idle together: our modules' functions each in a section of their own, laid out by
 // packaging/doorbell-agent.order (scripts/footprint/make-order-file.sh), since on each fault the
 // kernel also maps the file's cached neighbours (64 KiB); and relative relocations packed (RELR,
-// glibc 2.36: 4.6 KB read at start-up instead of 571 KB). Idle VmRSS 19.4 → 17.0-17.6 MiB
-// (docs/benchmarks.md, "Code laid out by use").
+// glibc 2.36: 4.6 KB read at start-up instead of 571 KB). Idle VmRSS 19.4 → 16.8-17.0 MiB
+// (docs/benchmarks.md, "Code laid out by use"; scripts/test-deb.sh checks the RELR part).
 let release = BuildSettingCondition.when(platforms: [.linux], configuration: .release)
 let functionSections: [SwiftSetting] = [.unsafeFlags(["-Xfrontend", "-function-sections"], release)]
 let codeLayout: [LinkerSetting] = [.unsafeFlags([
