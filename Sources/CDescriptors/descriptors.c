@@ -3,6 +3,7 @@
 #include "doorbell_descriptors.h"
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <spawn.h>
 #include <stddef.h>
 #include <sys/socket.h>
@@ -20,4 +21,8 @@ int doorbell_accept_cloexec(int listener) {
 
 int doorbell_spawn_close_from(void *file_actions, int lowest) {
     return posix_spawn_file_actions_addclosefrom_np((posix_spawn_file_actions_t *)file_actions, lowest);
+}
+
+int doorbell_set_thread_name(const char *name) {
+    return pthread_setname_np(pthread_self(), name);
 }

@@ -97,7 +97,10 @@ public func startThread(name: String, _ body: @escaping @Sendable () -> Void) ->
     let rc = pthread_create(&tid, nil, { arg in
         guard let arg else { return nil }
         let box = Unmanaged<AnyObject>.fromOpaque(arg).takeRetainedValue()
-        (box as? Box)?.body()
+        guard let box = box as? Box else { return nil }
+        // `top -H`, `ps -L` and perf name the thread (the kernel keeps 15 bytes).
+        _ = doorbell_set_thread_name(String(decoding: box.name.utf8.prefix(15), as: UTF8.self))
+        box.body()
         return nil
     }, box)
     guard rc == 0 else {

@@ -15,4 +15,8 @@ int doorbell_accept_cloexec(int listener);
 /// SOCK_CLOEXEC (libcurl, libmosquitto). 0, or an error number.
 int doorbell_spawn_close_from(void *file_actions, int lowest);
 
+/// Names the calling thread for the kernel (`top -H`, `ps -L`, perf): pthread_setname_np, also a
+/// _GNU_SOURCE call. At most 15 bytes are kept; the caller cuts. 0, or an error number.
+int doorbell_set_thread_name(const char *name);
+
 #endif
