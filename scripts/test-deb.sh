@@ -84,7 +84,9 @@ check "every NEEDED library is in Depends" needed_in_depends
 # which Depends must then say.
 relr_and_libc() {
   readelf -d "$root/usr/bin/doorbell-agent" | grep -q '(RELR)' || { echo "no DT_RELR: the link did not pack relative relocations"; return 1; }
-  dpkg-deb -f "$deb" Depends | grep -q 'libc6 (>= 2.3[6-9]' || { echo "RELR needs libc6 (>= 2.36) in Depends"; return 1; }
+  local libc
+  libc=$(dpkg-deb -f "$deb" Depends | tr ',' '\n' | sed -n 's/^ *libc6 (>= \([^)]*\)).*/\1/p')
+  [ -n "$libc" ] && dpkg --compare-versions "$libc" ge 2.36 || { echo "RELR needs libc6 (>= 2.36) in Depends, not '${libc:-unversioned}'"; return 1; }
 }
 check "relative relocations packed, libc6 >= 2.36 depended on" relr_and_libc
 check "man page renders" sh -c "zcat '$root/usr/share/man/man1/agentctl.1.gz' | grep -q 'inject'"
