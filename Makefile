@@ -63,7 +63,7 @@ test: deps build-cloud
 	cd cloud && scripts/with-test-postgres.sh $(SWIFT) test
 	cd cloud && $(SWIFT) build --product cloud-fuzz && for t in envelope webhook heartbeat apns payload receipt strictjson; do .build/debug/cloud-fuzz $$t Tests/FuzzCorpus/$$t/*; done
 	$(SWIFT) build --build-tests
-	for t in json rtl433 config control pulses ooktext vcd hci ad bthome secret eddystone ancs smp acl phone cli btsnoop provision; do .build/debug/doorbell-fuzz $$t Tests/FuzzCorpus/$$t/*; done
+	for t in json rtl433 config control pulses ooktext vcd hci ad bthome secret eddystone ancs smp acl phone cli btsnoop provision smaps; do .build/debug/doorbell-fuzz $$t Tests/FuzzCorpus/$$t/*; done
 	DOORBELL_CLOUD_BIN=$(CURDIR)/$(CLOUD_BIN) $(SWIFT) test --skip-build
 
 # The field rig alone: the .deb under the shipped unit in a Debian 12 VM of the host's architecture

@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${FUZZ_SECONDS:-60}
-targets=${FUZZ_TARGETS:-"json rtl433 config control pulses ooktext vcd hci ad bthome secret eddystone ancs smp acl cli btsnoop provision"}
+targets=${FUZZ_TARGETS:-"json rtl433 config control pulses ooktext vcd hci ad bthome secret eddystone ancs smp acl cli btsnoop provision smaps"}
 # The cloud's parsers (cloud/Sources/cloud-fuzz; seeds and reproducers in cloud/Tests/FuzzCorpus/).
 cloud_targets=${CLOUD_FUZZ_TARGETS:-"envelope webhook apns payload receipt strictjson"}
 swift build --scratch-path .build-fuzz --product doorbell-fuzz \

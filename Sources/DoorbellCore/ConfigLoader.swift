@@ -234,11 +234,17 @@ public enum ConfigLoader {
             t.finish()
         }
 
+        var memory = MemorySettings()
+        if let t = top.table("memory") {
+            if let b = t.bool("release_clean_pages") { memory.releaseCleanPages = b }
+            t.finish()
+        }
+
         top.finish()
         guard gatewayID != nil else { return nil }
         return config.with {
             $0.devices = devices; $0.uplink = uplink; $0.metrics = metrics
-            $0.clock = clock; $0.outbox = limits; $0.actions = actions; $0.regions = regions; $0.mqtt = mqtt
+            $0.clock = clock; $0.outbox = limits; $0.memory = memory; $0.actions = actions; $0.regions = regions; $0.mqtt = mqtt
             $0.update = update
         }
     }

@@ -19,6 +19,7 @@ public struct AgentConfig: Sendable, Equatable {
     public var metrics: MetricsSettings?
     public var clock = ClockSettings()
     public var outbox = OutboxLimits()
+    public var memory = MemorySettings()
     public var actions: [ActionConfig] = []
     /// Where the field image's update service pulls RAUC bundles from (`[update]`); the agent
     /// itself only checks the key: scripts/image's doorbell-update.service reads it.
@@ -251,6 +252,13 @@ public struct ClockSettings: Sendable, Equatable {
         self.syncFile = syncFile
         self.kernelCheck = kernelCheck
     }
+}
+
+/// What the agent keeps mapped (PageReleaseSchedule, ProcessMappings).
+public struct MemorySettings: Sendable, Equatable {
+    /// Unmap the clean pages of the binary and its libraries after start-up and after bursts.
+    public var releaseCleanPages = true
+    public init(releaseCleanPages: Bool = true) { self.releaseCleanPages = releaseCleanPages }
 }
 
 /// How much the outbox may hold before it evicts (presence and telemetry first, presses last).

@@ -233,10 +233,17 @@ public final class Agent: @unchecked Sendable {
         // schedule starts before READY: systemd's watchdog clock does.
         let tick = watchdog.map { $0 / 2 } ?? 30_000_000
         var schedule = WatchdogSchedule(tickMicros: tick, now: Clocks.monotonicMicros())
+        var pages = PageReleaseSchedule(startedAtMicros: Clocks.monotonicMicros())
         notifier?.notify("READY=1\nSTATUS=\(summary())")
         var lastStatus = ""
         while true {
-            if let sig = StopSignals.wait(timeoutMicros: notifier == nil ? nil : schedule.waitMicros(at: Clocks.monotonicMicros())) {
+            let now = Clocks.monotonicMicros()
+            var timeout = notifier == nil ? nil : schedule.waitMicros(at: now)
+            if config.memory.releaseCleanPages {
+                let untilLook = max(0, pages.nextLookMicros(nowMicros: now) - now)
+                timeout = min(timeout ?? untilLook, untilLook)
+            }
+            if let sig = StopSignals.wait(timeoutMicros: timeout) {
                 if sig == SIGHUP {
                     notifier?.notify("RELOADING=1")
                     reload(from: configPath)
@@ -245,7 +252,10 @@ public final class Agent: @unchecked Sendable {
                 }
                 break
             }
+            if config.memory.releaseCleanPages { releaseCleanPagesIfDue(&pages) }
             guard let notifier else { continue }
+            // A wake-up for the page release alone is not the watchdog's tick.
+            guard Clocks.monotonicMicros() >= schedule.nextWakeMicros else { continue }
             let woke = Clocks.monotonicMicros()
             let frozen = schedule.frozenMicros(wokeAt: woke)
             if frozen > 0 {
@@ -271,4 +281,16 @@ public final class Agent: @unchecked Sendable {
         stop()
     }
 
+    /// Gives back the clean file pages when the schedule says so (`[memory] release_clean_pages`).
+    func releaseCleanPagesIfDue(_ pages: inout PageReleaseSchedule) {
+        let work = counters.withLock { $0.eventsByType.values.reduce(0, +) } + (deliverer?.status.snapshot.delivered ?? 0)
+        guard pages.look(nowMicros: Clocks.monotonicMicros(), work: work) else { return }
+        pages.released(nowMicros: Clocks.monotonicMicros(), work: work)
+        guard let outcome = CleanPageRelease.run() else {
+            log.warning("memory.not_released", [("why", "/proc/self/smaps is unreadable"), ("hint", "is /proc mounted in the agent's namespace?")])
+            return
+        }
+        log.info("memory.released", [("rss_before_kib", String(outcome.residentBeforeKiB)), ("rss_after_kib", String(outcome.residentAfterKiB)),
+                                     ("unmapped_kib", String(outcome.unmappedKiB)), ("failed", String(outcome.failures))])
+    }
 }

@@ -29,7 +29,7 @@ enum FuzzTarget: String, CaseIterable {
         return host
     }
 
-    case json, rtl433, config, control, pulses, ooktext, vcd, hci, ad, bthome, secret, eddystone, ancs, smp, acl, phone, cli, btsnoop, provision
+    case json, rtl433, config, control, pulses, ooktext, vcd, hci, ad, bthome, secret, eddystone, ancs, smp, acl, phone, cli, btsnoop, provision, smaps
 
     func run(_ bytes: [UInt8]) {
         switch self {
@@ -111,6 +111,15 @@ enum FuzzTarget: String, CaseIterable {
                     last = e.micros
                     _ = pipeline.edge(high: e.high, atMicros: e.micros, time: ReceiveTime(monoMicros: e.micros, wallMicros: e.micros, clockSynced: true))
                 }
+            }
+        case .smaps:
+            // /proc/self/smaps as the page release reads it: whatever the text, a released mapping
+            // is a readable, private, unwritable file mapping with every counter read and zero.
+            for m in ProcessMappings.releasable(ProcessMappings.parse(smaps: bytes)) {
+                precondition(m.permissions.hasPrefix("r") && m.permissions.hasSuffix("p") && !m.permissions.contains("w"), "released \(m.permissions)")
+                precondition(m.path.hasPrefix("/") && m.start < m.end, "released \(m.path)")
+                precondition(m.anonymousKiB == 0 && m.swapKiB == 0 && m.lockedKiB == 0 && m.privateDirtyKiB == 0 && m.sharedDirtyKiB == 0,
+                             "released a mapping with written pages")
             }
         case .btsnoop:
             // A capture as replay streams it (BLECaptureReader, fed in uneven chunks) must give the

@@ -50,6 +50,8 @@ import Testing
         max_events = 100
         [clock]
         require_sync = false
+        [memory]
+        release_clean_pages = false
         [[action]]
         name = "chime"
         exec = ["/bin/true"]

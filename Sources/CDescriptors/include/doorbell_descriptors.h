@@ -19,4 +19,12 @@ int doorbell_spawn_close_from(void *file_actions, int lowest);
 /// _GNU_SOURCE call. At most 15 bytes are kept; the caller cuts. 0, or an error number.
 int doorbell_set_thread_name(const char *name);
 
+/// Unmaps (MADV_DONTNEED) the pages of the loaded ELF objects' read-only PT_LOAD segments that lie
+/// in `ranges` (`count` pairs of start, end: the mappings smaps showed clean; ProcessMappings).
+/// It runs inside dl_iterate_phdr, which holds the loader's lock, so no object is unloaded and
+/// its addresses reused while the pages go. Writes the bytes unmapped to `released` and returns
+/// how many madvise calls failed, -EAGAIN when objects were loaded or unloaded during the call
+/// (nothing was unmapped), or -ENOMEM.
+int doorbell_release_clean_segments(const unsigned long long *ranges, unsigned long count, unsigned long long *released);
+
 #endif
