@@ -25,8 +25,10 @@ public struct PageReleaseSchedule: Sendable, Equatable {
         workMovedAtMicros = startedAtMicros
     }
 
-    /// Whether to release now, given the monotonic time and the work counter (never decreasing).
+    /// Whether to release now, given the monotonic time and the work counter. A counter that
+    /// went back (a reload made a new uplink, whose count starts at 0) is a new base, not a loss.
     public mutating func look(nowMicros now: Int64, work: Int) -> Bool {
+        if work < workAtRelease { workAtRelease = work }
         if work != lastWork {
             lastWork = work
             workMovedAtMicros = now

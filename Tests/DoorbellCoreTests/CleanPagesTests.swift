@@ -124,6 +124,10 @@ import Testing
         p.released(nowMicros: 9_090 * Self.s, work: 503)
         #expect(!look(20_000, 503))
         #expect(!look(20_100, 600))
+        // A reload's new uplink counts from 0 again: the next burst is measured from there.
+        #expect(!look(20_200, 3))
+        #expect(!look(20_215, 110))
+        #expect(look(20_275, 110))
     }
 
     /// Any history of work: never a release within a minute of work after the first, never
