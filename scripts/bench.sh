@@ -115,7 +115,7 @@ kill $pid; wait $pid 2>/dev/null || true
 conf idle-mapped "$work/idle-mapped-state" "https://127.0.0.1:9/events" $'[memory]\nrelease_clean_pages = false'
 "$rel/doorbell-agent" run --config "$work/idle-mapped.toml" 2>"$work/idle-mapped.log" & pid=$!; pids+=($pid)
 sleep 10
-row "rss_idle_kept_mapped" "$(( $(vm $pid VmRSS) / 1024 ))" "MiB" "10 s after start (flat from then on: 17.2 MiB at 15 s and at 7 min, 2026-11-29), [memory] release_clean_pages = false: start-up's clean pages (ld.so, constructors, config, outbox, TLS set-up) still mapped; PSS $(python3 -c "print(round($(smaps $pid Pss) / 1024, 1))") MiB, Private_Dirty $(python3 -c "print(round($(smaps $pid Private_Dirty) / 1024, 1))") MiB"
+row "rss_idle_kept_mapped" "$(( $(vm $pid VmRSS) / 1024 ))" "MiB" "10 s after start (flat from then on: docs/benchmarks.md, \"Clean pages given back\"), [memory] release_clean_pages = false: start-up's clean pages (ld.so, constructors, config, outbox, TLS set-up) still mapped; PSS $(python3 -c "print(round($(smaps $pid Pss) / 1024, 1))") MiB, Private_Dirty $(python3 -c "print(round($(smaps $pid Private_Dirty) / 1024, 1))") MiB"
 kill $pid; wait $pid 2>/dev/null || true
 
 # Backlog drain to the reference receiver (verifies both signatures, stores in SQLite).

@@ -14,7 +14,7 @@ public enum CleanPageRelease {
         public var residentBeforeKiB: Int
         public var residentAfterKiB: Int
         /// madvise calls that failed; -1: the loaded objects changed during the release and
-        /// nothing was unmapped (looked at again later).
+        /// nothing was unmapped (tried again after the next burst of work, like any release).
         public var failures: Int
     }
 
