@@ -230,7 +230,9 @@ extension Agent {
                 stored(events, memory: memory, result: result)
                 return .stored(result.entries)
             }
-            let result = try outbox.append(newEvents, memory: memory, bounds: bounds, report: report, handOff: { deliverer?.notify() }) {
+            let uplink = deliverer
+            let result = try outbox.append(newEvents, memory: memory, bounds: bounds, report: report, handOff: { uplink?.handOff($0) },
+                                           beforeCommit: { uplink?.signAhead($0) }) {
                 [self] result, error in
                 if let error { notStored(events, error) } else { stored(events, memory: memory, result: result) }
             }

@@ -60,6 +60,17 @@ public final class Deliverer: @unchecked Sendable {
     let log: Logger
     public let status: Locked<UplinkStatus>
     private let wake = WakeSignal()
+    /// Presses committed while the uplink waited for work, handed over without a read.
+    private let fresh = Locked(FreshEventHandOff<OutboxEntry>())
+    /// Bodies an append is about to commit, told while the uplink waits for work: it signs them
+    /// while the commit runs (`signedAhead`), and sends only once they are handed over.
+    private let toSign = Locked<[(id: String, body: [UInt8])]>([])
+    /// Headers signed ahead, by event id (uplink thread only): used when the body is the same
+    /// and the second has not changed (webhook-timestamp stays the attempt's own time).
+    private var signedAhead: [String: (timestamp: Int64, body: [UInt8], headers: [(String, String)])] = [:]
+    /// How long a turn that signed ahead waits for the commit before reading the outbox instead
+    /// (a commit that failed, or one that waits for its fsync: a moved sequence reservation).
+    static let commitWaitMicros: Int64 = 50_000
     private let done = WakeSignal()
     private let stopping = Locked(false)
     private var client: HTTPSClient?
@@ -120,8 +131,33 @@ public final class Deliverer: @unchecked Sendable {
         }
     }
 
-    /// New work in the outbox.
-    public func notify() { wake.signal() }
+    /// Events about to be committed (under the outbox's lock, before COMMIT): when the uplink
+    /// waits for work, it signs them now and sends them once `handOff` says they are committed.
+    public func signAhead(_ events: [(id: String, body: [UInt8])]) {
+        guard !events.isEmpty, fresh.withLock({ $0.awaitsCommit }) else { return }
+        toSign.withLock { $0 = Array(($0 + events).suffix(8)) }
+        wake.signal()
+    }
+
+    /// The outbox changed (events requeued, stored by a path that waits for its fsync): the
+    /// uplink reads it.
+    public func notify() {
+        fresh.withLock { $0.spoil() }
+        wake.signal()
+    }
+
+    /// Events just committed (right after COMMIT): an uplink waiting for work sends them without
+    /// reading the outbox (FreshEventHandOff says when that is exactly what a read would give).
+    public func handOff(_ batch: OutboxBatchResult) {
+        fresh.withLock { box in
+            if batch.evicted.isEmpty && batch.forCloud {
+                box.committed(batch.report.map { batch.entries + [$0] } ?? batch.entries, commit: batch.commit)
+            } else {
+                box.spoil()
+            }
+        }
+        wake.signal()
+    }
 
     /// Lets the requests in flight finish within `graceMicros`; abandoned ones stay in the
     /// outbox and are delivered after the restart (the receiver deduplicates).
@@ -140,22 +176,23 @@ public final class Deliverer: @unchecked Sendable {
         var rng = SystemRandomNumberGenerator()
         while !isStopping {
             heartbeat.beat()
-            let pending: [OutboxEntry]
-            do {
-                // The oldest due events, and the newest presses wherever they are in the backlog.
-                // A second early: the machine holds each event to its exact (monotonic) time, and a
-                // row the query missed by a millisecond would wait for the next wake-up.
-                // Twice a window: a window fills even when some rows are a moment short of due.
-                let unwrittenSequences = Set(unwritten?.attempts.map(\.entry.sequence) ?? [])
-                let limit = max(16, 2 * settings.maxInFlight + 1) + unwrittenSequences.count
-                let due = try outbox.due(nowWallMs: Clocks.wallMicros() / 1000 + 1_000, limit: limit)
-                let known = Set(due.map(\.id))
-                pending = (due + (try outbox.newestPresses(limit: 8)).filter { !known.contains($0.id) })
-                    .filter { !unwrittenSequences.contains($0.sequence) }.sorted { $0.sequence < $1.sequence }
-            } catch {
-                log.error("outbox.read_failed", [("error", error.description)])
-                heartbeat.wait(wake, timeoutMicros: 5_000_000)
+            if signAheadOfCommit() {
+                heartbeat.wait(wake, timeoutMicros: Self.commitWaitMicros)
                 continue
+            }
+            let pending: [OutboxEntry]
+            var readAfterCommit: Int64? // set when this turn read the outbox
+            if let handed = fresh.withLock({ $0.take() }) {
+                pending = handed.sorted { $0.sequence < $1.sequence }
+            } else {
+                do {
+                    readAfterCommit = outbox.commitCount
+                    pending = try readDue()
+                } catch {
+                    log.error("outbox.read_failed", [("error", error.description)])
+                    heartbeat.wait(wake, timeoutMicros: 5_000_000)
+                    continue
+                }
             }
             let now = Clocks.monotonicMicros()
             var synced: Bool?
@@ -180,6 +217,7 @@ public final class Deliverer: @unchecked Sendable {
             }
             switch action {
             case .waitForWork:
+                if let readAfterCommit { fresh.withLock { $0.open(readAfterCommit: readAfterCommit) } }
                 heartbeat.wait(wake, timeoutMicros: min(Self.idleWakeMicros, beatDue - now))
             case let .sleep(until):
                 heartbeat.wait(wake, timeoutMicros: min(until, beatDue) - now)
@@ -196,12 +234,44 @@ public final class Deliverer: @unchecked Sendable {
                 }
                 let byID = Dictionary(pending.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
                 let window = corrected(items.compactMap { byID[$0.id] }, synced: synced ?? Clocks.isWallClockSynchronized(clock))
-                settle(deliver(window), rng: &rng)
+                settle(deliver(window, handedOver: readAfterCommit == nil), rng: &rng)
             case .endpointGone:
                 // Keep everything, say so, and wait for a new uplink (reload makes a new one) or a stop.
                 while !isStopping { heartbeat.wait(wake, timeoutMicros: Self.idleWakeMicros) }
             }
         }
+    }
+
+    /// Signs what an append told of ahead; true when its commit has not been handed over yet
+    /// (the turn waits for it, briefly, instead of reading the outbox).
+    private func signAheadOfCommit() -> Bool {
+        let ahead = toSign.withLock { list in
+            defer { list.removeAll() }
+            return list
+        }
+        guard !ahead.isEmpty else { return false }
+        if signedAhead.count > 16 { signedAhead.removeAll() } // never sent: their commit failed
+        let now = Clocks.wallSeconds()
+        let userAgent = "doorbell-agent/\(AgentVersion.current)"
+        for (id, body) in ahead {
+            guard let headers = try? signer.headers(id: id, timestamp: now, body: body, gatewayID: gatewayID, userAgent: userAgent) else { continue }
+            signedAhead[id] = (now, body, headers)
+        }
+        return fresh.withLock { $0.awaitsCommit }
+    }
+
+    /// The oldest due events, and the newest presses wherever they are in the backlog, without
+    /// the last window's (sent, its outcome not written yet). A second early: the machine holds
+    /// each event to its exact (monotonic) time, and a row the query missed by a millisecond would
+    /// wait for the next wake-up. Twice a window: a window fills even when some rows are a moment
+    /// short of due.
+    private func readDue() throws(OutboxError) -> [OutboxEntry] {
+        let unwrittenSequences = Set(unwritten?.attempts.map(\.entry.sequence) ?? [])
+        let limit = max(16, 2 * settings.maxInFlight + 1) + unwrittenSequences.count
+        let due = try outbox.due(nowWallMs: Clocks.wallMicros() / 1000 + 1_000, limit: limit)
+        let known = Set(due.map(\.id))
+        return (due + (try outbox.newestPresses(limit: 8)).filter { !known.contains($0.id) })
+            .filter { !unwrittenSequences.contains($0.sequence) }.sorted { $0.sequence < $1.sequence }
     }
 
     /// Events recorded before the clock was synchronized get their `occurred_at` corrected,
@@ -236,6 +306,9 @@ public final class Deliverer: @unchecked Sendable {
         var message = ""
         var latencyMicros: Int64 = 0
         var acknowledgedWallMicros: Int64 = 0
+        /// Sent without a read of the outbox (FreshEventHandOff), signed while it was committed.
+        var handedOver = false
+        var signedAhead = false
     }
 
     /// The kept-alive client, made on first use (and again after a reload drops it).
@@ -256,7 +329,7 @@ public final class Deliverer: @unchecked Sendable {
 
     /// One attempt for each event of the window, each signed as it is handed to libcurl (the
     /// next one already while the one before is out), POSTed together.
-    private func deliver(_ window: [OutboxEntry]) -> [Attempt] {
+    private func deliver(_ window: [OutboxEntry], handedOver: Bool = false) -> [Attempt] {
         let client: HTTPSClient
         switch connectedClient() {
         case let .success(c):
@@ -266,12 +339,16 @@ public final class Deliverer: @unchecked Sendable {
             fail(window[0], error.description)
             return [Attempt(entry: window[0], message: error.description)]
         }
-        var attempts = window.map { Attempt(entry: $0) }
+        var attempts = window.map { Attempt(entry: $0, handedOver: handedOver) }
         let userAgent = "doorbell-agent/\(AgentVersion.current)"
         var ahead: [Int: HTTPRequest?] = [:] // signed while the request before was out (nil: signing failed)
         var handedOut = 0 // requests made so far: the next to sign ahead is this one
         func sign(_ i: Int) -> HTTPRequest? {
             let entry = window[i]
+            if let ahead = signedAhead.removeValue(forKey: entry.id), ahead.timestamp == Clocks.wallSeconds(), ahead.body == entry.body {
+                attempts[i].signedAhead = true
+                return HTTPRequest(body: entry.body, headers: ahead.headers)
+            }
             do {
                 let headers = try signer.headers(id: entry.id, timestamp: Clocks.wallSeconds(), body: entry.body,
                                                  gatewayID: gatewayID, userAgent: userAgent)
@@ -397,7 +474,8 @@ public final class Deliverer: @unchecked Sendable {
             switch verdict {
             case .delivered:
                 log.info("uplink.delivered", [("event.id", a.entry.id), ("sequence", String(a.entry.sequence)),
-                                              ("status", String(a.status)), ("latency_ms", String(a.latencyMicros / 1000))])
+                                              ("status", String(a.status)), ("latency_ms", String(a.latencyMicros / 1000)),
+                                              ("via", a.handedOver ? "hand_off" : "read"), ("signed", a.signedAhead ? "ahead" : "at_send")])
             case .parked:
                 log.error("uplink.event_parked", [("event.id", a.entry.id), ("status", String(a.status)),
                                                   ("hint", "the receiver refused it for good; see agentctl queue --dead, then agentctl queue retry or purge --dead")])

@@ -35,7 +35,8 @@ extension Outbox {
     /// their fsync (`reserveSequences`), so it must be on the device before anything is sent.
     func append(_ events: [OutboxNewEvent], memory: [String: BTHomeButtonTracker.DeviceMemory], bounds: OutboxBounds?,
                 report: ((Int64, [EvictedEvent]) -> (id: String, type: String, body: [UInt8]))?,
-                deferringSync waiter: SyncWaiter?) throws(OutboxError) -> (result: OutboxBatchResult, reserved: Bool) {
+                deferringSync waiter: SyncWaiter?,
+                beforeCommit: ([(id: String, body: [UInt8])]) -> Void = { _ in }) throws(OutboxError) -> (result: OutboxBatchResult, reserved: Bool) {
         guard !events.isEmpty || !memory.isEmpty else { return (OutboxBatchResult(entries: [], evicted: [], report: nil), false) }
         var reserved = false
         let deferringSync = waiter != nil
@@ -52,6 +53,7 @@ extension Outbox {
                 entries.append(OutboxEntry(id: event.id, sequence: sequence, type: event.type, body: body, createdAtMs: event.createdAtMs,
                                            attempts: 0, lastError: nil, clock: event.clock))
             }
+            beforeCommit(entries.map { ($0.id, $0.body) })
             var evicted: [EvictedEvent] = []
             if let bounds { evicted = try evict(to: bounds) }
             var reportEntry: OutboxEntry?
@@ -73,7 +75,9 @@ extension Outbox {
             // key is the last sequence and the meta page stays out of the commit.
             if !evicted.isEmpty { try run("UPDATE meta SET value = MAX(value, ?) WHERE key = 'last_sequence'", [.int(sequence)]) }
             if deferringSync { reserved = try reserveSequences(through: sequence) }
-            let batch = OutboxBatchResult(entries: entries, evicted: evicted, report: reportEntry)
+            var batch = OutboxBatchResult(entries: entries, evicted: evicted, report: reportEntry)
+            batch.commit = commits + 1 // COMMIT follows at once, under the same lock
+            batch.forCloud = sinks.contains(.cloud)
             waiter?.result = batch
             return batch
         }

@@ -29,6 +29,15 @@ extension Outbox {
         guard rc == SQLITE_OK else { throw fail(rc, "outbox statement failed") }
     }
 
+    /// A statement without parameters or rows (BEGIN, COMMIT), prepared once: not a PRAGMA,
+    /// which SQLite applies while preparing, so a cached one would change nothing.
+    func step(_ sql: String) throws(OutboxError) {
+        let stmt = try prepare(sql)
+        let rc = sqlite3_step(stmt)
+        sqlite3_reset(stmt)
+        guard rc == SQLITE_DONE else { throw fail(rc, "outbox statement failed") }
+    }
+
     func prepare(_ sql: String) throws(OutboxError) -> OpaquePointer {
         guard let db else { throw OutboxError(code: .closed, message: "the outbox is closed") }
         if let s = statements[sql] { return s }

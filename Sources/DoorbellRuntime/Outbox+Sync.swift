@@ -62,20 +62,23 @@ extension Outbox {
     /// (`handOff`, waking the uplink, runs right after COMMIT — after the fsync for a commit that
     /// moved the sequence reservation); `whenSynced` runs when the fsync covering the events has
     /// returned — on the syncer thread, or here before returning when none runs — with the
-    /// error if it failed.
+    /// error if it failed. `beforeCommit` gets the bodies as soon as they are made, under the outbox's lock, so the uplink can sign them while
+    /// the commit runs; nothing may be sent before `handOff`.
     public func append(_ events: [OutboxNewEvent], memory: [String: BTHomeButtonTracker.DeviceMemory] = [:], bounds: OutboxBounds?,
-                       report: ((Int64, [EvictedEvent]) -> (id: String, type: String, body: [UInt8]))?, handOff: () -> Void = {},
+                       report: ((Int64, [EvictedEvent]) -> (id: String, type: String, body: [UInt8]))?, handOff: (OutboxBatchResult) -> Void = { _ in },
+                       beforeCommit: ([(id: String, body: [UInt8])]) -> Void = { _ in },
                        whenSynced: @escaping (OutboxBatchResult, OutboxError?) -> Void) throws(OutboxError) -> OutboxBatchResult {
         guard !events.isEmpty || !memory.isEmpty else { return OutboxBatchResult(entries: [], evicted: [], report: nil) }
         let waiter = SyncWaiter(then: whenSynced)
-        let (result, reserved) = try append(events, memory: memory, bounds: bounds, report: report, deferringSync: waiter)
+        let (result, reserved) = try append(events, memory: memory, bounds: bounds, report: report, deferringSync: waiter,
+                                            beforeCommit: beforeCommit)
         if reserved {
             wakeSyncer()
-            if waitSynced(waiter) == 0 { handOff() }
+            if waitSynced(waiter) == 0 { handOff(result) }
             return result
         }
         // The uplink first: on two cores the syncer's wake-up would otherwise run ahead of it.
-        handOff()
+        handOff(result)
         if !wakeSyncer() { _ = waitSynced(waiter) }
         return result
     }

@@ -75,6 +75,10 @@ public struct OutboxBatchResult: Sendable {
     /// Events removed to stay within bounds (may include some of `entries`).
     public let evicted: [EvictedEvent]
     public let report: OutboxEntry?
+    /// The commit's number (`Outbox.commitCount` once it committed).
+    public internal(set) var commit: Int64 = 0
+    /// The events are for the cloud's uplink (the outbox stores for that sink).
+    public internal(set) var forCloud = false
 }
 
 public struct OutboxStats: Sendable, Equatable {
@@ -134,6 +138,14 @@ public final class Outbox: @unchecked Sendable {
     var statements: [String: OpaquePointer] = [:]
     /// Rows, body bytes, dead letters and rows for the broker (see `OutboxTally`).
     var tally = OutboxTally()
+    /// Write transactions committed since open (under the lock).
+    var commits: Int64 = 0
+    /// How many write transactions have committed: a read made after asking sees all of them.
+    public var commitCount: Int64 {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return commits
+    }
     /// Acknowledgements committed without an fsync, ever, and how many of them an fsync has
     /// covered since (a synced commit, or the syncer's fsync of the WAL).
     var acknowledgementsCommitted = 0
@@ -247,11 +259,12 @@ public final class Outbox: @unchecked Sendable {
                 && (acknowledgements == 0 || unsyncedAcknowledgements + acknowledgements >= Self.unsyncedAcknowledgementLimit)
             if !synced { try exec("PRAGMA synchronous=NORMAL") }
             defer { if !synced { try? exec("PRAGMA synchronous=FULL") } }
-            try exec("BEGIN IMMEDIATE")
+            try step("BEGIN IMMEDIATE")
             let before = tally
             do throws(OutboxError) {
                 let result = try body()
-                try exec("COMMIT")
+                try step("COMMIT")
+                commits += 1
                 if deferringSync {
                     let ticket = group.commit(waiter)
                     if let batch = waiter?.result {
@@ -264,7 +277,7 @@ public final class Outbox: @unchecked Sendable {
                 }
                 return result
             } catch {
-                try? exec("ROLLBACK")
+                try? step("ROLLBACK")
                 tally = before
                 throw error
             }

@@ -38,9 +38,22 @@ public enum Clocks {
     public static func wallSeconds() -> Int64 { wallMicros() / 1_000_000 }
 
     /// A Pi has no RTC: until NTP syncs, the wall clock may be 1970 or a stale fake-hwclock time.
+    /// The answer is kept for a second: every press and every uplink turn asks, and asking is two
+    /// system calls and a path walk (9 % of the radio thread's time per press, measured in #28).
+    /// Synchronization changes once a boot or two: an event stamped in that second is corrected
+    /// from its monotonic time as any unsynchronized one, and a hold ends a second later.
     public static func isWallClockSynchronized(_ settings: ClockSettings = ClockSettings()) -> Bool {
-        wallClockState(settings).synchronized
+        let now = monotonicMicros()
+        if let known = syncAnswer.withLock({ a in a.flatMap { $0.settings == settings && now - $0.atMicros < syncAnswerMicros ? $0.synced : nil } }) {
+            return known
+        }
+        let synced = wallClockState(settings).synchronized
+        syncAnswer.withLock { $0 = (settings, now, synced) }
+        return synced
     }
+
+    static let syncAnswerMicros: Int64 = 1_000_000
+    private static let syncAnswer = Locked<(settings: ClockSettings, atMicros: Int64, synced: Bool)?>(nil)
 
     /// Whether the wall clock is synchronized, and what said so (shown by `agentctl status`).
     public static func wallClockState(_ settings: ClockSettings = ClockSettings()) -> ClockState {
