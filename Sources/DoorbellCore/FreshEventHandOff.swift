@@ -5,9 +5,9 @@
 // backing off, and only for events committed after that read: then what the read would return
 // now is exactly what was handed over. So the hand-off opens when the uplink is about to wait
 // for work after such a read, keeps what appends hand it while open, and closes when the uplink
-// takes it. Anything else that changes the outbox (an eviction, a dead letter requeued, a
-// reload, an append while closed) only wakes the uplink and spoils what was kept: the uplink
-// reads the outbox again, which sees those events too. Never both: an event is either in a read
+// takes it. Anything else that changes the outbox (an eviction, a dead letter requeued, an
+// append handed over after the read but before the opening) wakes the uplink and spoils what
+// was kept: the uplink reads the outbox again, which sees those events too. Never both: an event is either in a read
 // or taken from here, so none is sent twice, and none is lost (a read follows whatever was not
 // handed over).
 

@@ -71,6 +71,7 @@ public final class Deliverer: @unchecked Sendable {
     /// How long a turn that signed ahead waits for the commit before reading the outbox instead
     /// (a commit that failed, or one that waits for its fsync: a moved sequence reservation).
     static let commitWaitMicros: Int64 = 50_000
+    static let userAgent = "doorbell-agent/\(AgentVersion.current)"
     private let done = WakeSignal()
     private let stopping = Locked(false)
     private var client: HTTPSClient?
@@ -252,9 +253,8 @@ public final class Deliverer: @unchecked Sendable {
         guard !ahead.isEmpty else { return false }
         if signedAhead.count > 16 { signedAhead.removeAll() } // never sent: their commit failed
         let now = Clocks.wallSeconds()
-        let userAgent = "doorbell-agent/\(AgentVersion.current)"
         for (id, body) in ahead {
-            guard let headers = try? signer.headers(id: id, timestamp: now, body: body, gatewayID: gatewayID, userAgent: userAgent) else { continue }
+            guard let headers = try? signer.headers(id: id, timestamp: now, body: body, gatewayID: gatewayID, userAgent: Self.userAgent) else { continue }
             signedAhead[id] = (now, body, headers)
         }
         return fresh.withLock { $0.awaitsCommit }
@@ -317,7 +317,7 @@ public final class Deliverer: @unchecked Sendable {
         do {
             let made = try HTTPSClient(options: HTTPSClientOptions(
                 url: settings.url, caFile: settings.caFile, connectTimeoutMs: settings.connectTimeoutMs,
-                requestTimeoutMs: settings.requestTimeoutMs, userAgent: "doorbell-agent/\(AgentVersion.current)",
+                requestTimeoutMs: settings.requestTimeoutMs, userAgent: Self.userAgent,
                 pinnedPublicKey: settings.pinnedPublicKey, clientCertFile: settings.clientCertFile,
                 clientKeyFile: settings.clientKeyFile, proxy: settings.proxy))
             client = made
@@ -329,7 +329,7 @@ public final class Deliverer: @unchecked Sendable {
 
     /// One attempt for each event of the window, each signed as it is handed to libcurl (the
     /// next one already while the one before is out), POSTed together.
-    private func deliver(_ window: [OutboxEntry], handedOver: Bool = false) -> [Attempt] {
+    private func deliver(_ window: [OutboxEntry], handedOver: Bool) -> [Attempt] {
         let client: HTTPSClient
         switch connectedClient() {
         case let .success(c):
@@ -340,7 +340,6 @@ public final class Deliverer: @unchecked Sendable {
             return [Attempt(entry: window[0], message: error.description)]
         }
         var attempts = window.map { Attempt(entry: $0, handedOver: handedOver) }
-        let userAgent = "doorbell-agent/\(AgentVersion.current)"
         var ahead: [Int: HTTPRequest?] = [:] // signed while the request before was out (nil: signing failed)
         var handedOut = 0 // requests made so far: the next to sign ahead is this one
         func sign(_ i: Int) -> HTTPRequest? {
@@ -351,7 +350,7 @@ public final class Deliverer: @unchecked Sendable {
             }
             do {
                 let headers = try signer.headers(id: entry.id, timestamp: Clocks.wallSeconds(), body: entry.body,
-                                                 gatewayID: gatewayID, userAgent: userAgent)
+                                                 gatewayID: gatewayID, userAgent: Self.userAgent)
                 return HTTPRequest(body: entry.body, headers: headers)
             } catch {
                 fail(entry, error.description)
@@ -535,7 +534,7 @@ public final class Deliverer: @unchecked Sendable {
         case let .success(client):
             do {
                 let headers = try signer.headers(id: id, timestamp: sentAt, body: body, gatewayID: gatewayID,
-                                                 userAgent: "doorbell-agent/\(AgentVersion.current)")
+                                                 userAgent: Self.userAgent)
                 outcome = .failed("heartbeat to \(heartbeatURL) was not sent")
                 busySince.withLock { $0 = Clocks.monotonicMicros() }
                 client.send([HTTPRequest(body: body, headers: headers, url: heartbeatURL)]) { _, result in

@@ -36,7 +36,7 @@ extension Outbox {
     func append(_ events: [OutboxNewEvent], memory: [String: BTHomeButtonTracker.DeviceMemory], bounds: OutboxBounds?,
                 report: ((Int64, [EvictedEvent]) -> (id: String, type: String, body: [UInt8]))?,
                 deferringSync waiter: SyncWaiter?,
-                beforeCommit: ([(id: String, body: [UInt8])]) -> Void = { _ in }) throws(OutboxError) -> (result: OutboxBatchResult, reserved: Bool) {
+                beforeCommit: (([(id: String, body: [UInt8])]) -> Void)? = nil) throws(OutboxError) -> (result: OutboxBatchResult, reserved: Bool) {
         guard !events.isEmpty || !memory.isEmpty else { return (OutboxBatchResult(entries: [], evicted: [], report: nil), false) }
         var reserved = false
         let deferringSync = waiter != nil
@@ -53,7 +53,7 @@ extension Outbox {
                 entries.append(OutboxEntry(id: event.id, sequence: sequence, type: event.type, body: body, createdAtMs: event.createdAtMs,
                                            attempts: 0, lastError: nil, clock: event.clock))
             }
-            beforeCommit(entries.map { ($0.id, $0.body) })
+            beforeCommit?(entries.map { ($0.id, $0.body) })
             var evicted: [EvictedEvent] = []
             if let bounds { evicted = try evict(to: bounds) }
             var reportEntry: OutboxEntry?

@@ -62,11 +62,12 @@ extension Outbox {
     /// (`handOff`, waking the uplink, runs right after COMMIT — after the fsync for a commit that
     /// moved the sequence reservation); `whenSynced` runs when the fsync covering the events has
     /// returned — on the syncer thread, or here before returning when none runs — with the
-    /// error if it failed. `beforeCommit` gets the bodies as soon as they are made, under the outbox's lock, so the uplink can sign them while
-    /// the commit runs; nothing may be sent before `handOff`.
+    /// error if it failed. `beforeCommit` gets the bodies as soon as they are made, under the
+    /// outbox's lock, so the uplink can sign them while the commit runs; nothing may be sent
+    /// before `handOff`.
     public func append(_ events: [OutboxNewEvent], memory: [String: BTHomeButtonTracker.DeviceMemory] = [:], bounds: OutboxBounds?,
                        report: ((Int64, [EvictedEvent]) -> (id: String, type: String, body: [UInt8]))?, handOff: (OutboxBatchResult) -> Void = { _ in },
-                       beforeCommit: ([(id: String, body: [UInt8])]) -> Void = { _ in },
+                       beforeCommit: (([(id: String, body: [UInt8])]) -> Void)? = nil,
                        whenSynced: @escaping (OutboxBatchResult, OutboxError?) -> Void) throws(OutboxError) -> OutboxBatchResult {
         guard !events.isEmpty || !memory.isEmpty else { return OutboxBatchResult(entries: [], evicted: [], report: nil) }
         let waiter = SyncWaiter(then: whenSynced)
